@@ -1,0 +1,30 @@
+"""grpo_lessons: verified GRPO-family losses, advantages and rewards, and the curriculum's helpers.
+
+    from grpo_lessons import group_advantages, kl_estimate, policy_loss
+    adv  = group_advantages(rewards, group_size=8)                 # (N,) -> (N,)
+    out  = policy_loss(logp, old_logp, adv, mask, variant="dapo")  # out.loss.backward()
+
+Every variant is an entry of :data:`grpo_lessons.variants.VARIANTS`.
+"""
+
+from .advantages import group_advantages, zero_gradient_probability
+from .kl import exact_kl, kl_estimate
+from .losses import LossOutput, policy_loss
+from .variants import VARIANTS, Variant, get_variant, list_variants, register
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "group_advantages",
+    "zero_gradient_probability",
+    "kl_estimate",
+    "exact_kl",
+    "policy_loss",
+    "LossOutput",
+    "VARIANTS",
+    "Variant",
+    "get_variant",
+    "list_variants",
+    "register",
+    "__version__",
+]

@@ -1,0 +1,196 @@
+"""The variant registry: each GRPO variant is a *choice of pieces*, not a copy of the loss.
+
+A :class:`Variant` names
+
+* ``advantage_scale`` — how rewards become advantages (:func:`grpo_lessons.group_advantages`),
+* ``ratio_level`` — token / sequence / sequence-token importance ratio (:mod:`grpo_lessons.ratios`),
+* ``objective`` — clip / soft gate ... (:mod:`grpo_lessons.objectives`),
+* ``aggregation`` — what the loss is divided by (:mod:`grpo_lessons.aggregation`),
+
+plus the paper's defaults, the citation and the TRL ``GRPOConfig`` fields that reproduce it.
+Adding a variant is one :func:`register` call; :func:`grpo_lessons.policy_loss` and the
+trainer read everything from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from .advantages import SCALES
+from .aggregation import AGGREGATIONS
+from .objectives import OBJECTIVES
+from .ratios import RATIO_LEVELS
+
+__all__ = ["Variant", "VARIANTS", "register", "get_variant", "list_variants"]
+
+
+def _frozen(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(d or {}))
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One GRPO variant as a combination of pieces (see module docstring)."""
+
+    name: str
+    title: str
+    advantage_scale: str
+    ratio_level: str
+    objective: str
+    aggregation: str
+    citation: str
+    loss_defaults: Mapping[str, Any] = field(default_factory=dict)  # read by policy_loss
+    train_defaults: Mapping[str, Any] = field(default_factory=dict)  # read by the trainer (beta, G, lr, ...)
+    trl: Mapping[str, Any] = field(default_factory=dict)  # GRPOConfig fields reproducing the method
+    notebook: str = ""
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.advantage_scale not in SCALES:
+            problems.append(f"advantage_scale {self.advantage_scale!r} not in {SCALES}")
+        if self.ratio_level not in RATIO_LEVELS:
+            problems.append(f"ratio_level {self.ratio_level!r} not in {tuple(RATIO_LEVELS)}")
+        if self.objective not in OBJECTIVES:
+            problems.append(f"objective {self.objective!r} not in {tuple(OBJECTIVES)}")
+        if self.aggregation not in AGGREGATIONS:
+            problems.append(f"aggregation {self.aggregation!r} not in {AGGREGATIONS}")
+        if problems:
+            raise ValueError(f"variant {self.name!r}: " + "; ".join(problems))
+        object.__setattr__(self, "loss_defaults", _frozen(self.loss_defaults))
+        object.__setattr__(self, "train_defaults", _frozen(self.train_defaults))
+        object.__setattr__(self, "trl", _frozen(self.trl))
+
+    @property
+    def loss_params(self) -> tuple[str, ...]:
+        """Hyper-parameter names the objective accepts."""
+        return OBJECTIVES[self.objective][1]
+
+
+VARIANTS: dict[str, Variant] = {}
+
+
+def register(variant: Variant, *, replace: bool = False) -> Variant:
+    """Add ``variant`` to the registry (``replace=True`` to overwrite an entry)."""
+    if variant.name in VARIANTS and not replace:
+        raise ValueError(f"variant {variant.name!r} is already registered")
+    VARIANTS[variant.name] = variant
+    return variant
+
+
+def get_variant(name: str | Variant) -> Variant:
+    """Look a variant up by name; ``ValueError`` listing the known names otherwise."""
+    if isinstance(name, Variant):
+        return name
+    try:
+        return VARIANTS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown variant {name!r}; known variants: {', '.join(sorted(VARIANTS))}") from None
+
+
+def list_variants() -> list[str]:
+    return sorted(VARIANTS)
+
+
+_GRPO = "Shao et al. 2024, DeepSeekMath, arXiv 2402.03300"
+
+register(Variant(
+    name="grpo",
+    title="GRPO",
+    advantage_scale="group", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
+    citation=_GRPO,
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={"beta": 0.04, "group_size": 64, "learning_rate": 1e-6, "max_completion_length": 1024},
+    trl={"loss_type": "grpo", "scale_rewards": "group", "importance_sampling_level": "token",
+         "epsilon": 0.2, "beta": 0.04},
+    notebook="03_clipped_surrogate_and_kl.ipynb",
+    notes="Per-sequence mean of per-token means: short completions' tokens weigh more (length bias).",
+))
+
+register(Variant(
+    name="bnpo",
+    title="BNPO (token-mean GRPO)",
+    advantage_scale="group", ratio_level="token", objective="clip", aggregation="token_mean",
+    citation="TRL loss_type='bnpo' (batch-normalised token mean); cf. Yu et al. 2025, arXiv 2503.14476",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={"beta": 0.0},
+    trl={"loss_type": "bnpo", "scale_rewards": "group", "epsilon": 0.2, "beta": 0.0},
+    notebook="03_clipped_surrogate_and_kl.ipynb",
+))
+
+register(Variant(
+    name="dr_grpo",
+    title="Dr. GRPO",
+    advantage_scale="none", ratio_level="token", objective="clip", aggregation="seq_mean_token_sum_norm",
+    citation="Liu et al. 2025, Understanding R1-Zero-Like Training: A Critical Perspective, arXiv 2503.20783",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={"beta": 0.0, "group_size": 8, "learning_rate": 1e-6},
+    trl={"loss_type": "dr_grpo", "scale_rewards": "none", "epsilon": 0.2, "beta": 0.0},
+    notebook="05_dr_grpo.ipynb",
+    notes="No std division and a constant normaliser (max completion length). Not the chapter's A*(1-pi_ref).",
+))
+
+register(Variant(
+    name="dapo",
+    title="DAPO (Decoupled Clip and Dynamic sAmpling Policy Optimization)",
+    advantage_scale="group", ratio_level="token", objective="clip", aggregation="token_mean",
+    citation="Yu et al. 2025, DAPO, arXiv 2503.14476",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": 0.28},
+    train_defaults={"beta": 0.0, "group_size": 16, "learning_rate": 1e-6, "mask_truncated_completions": True,
+                    "dynamic_sampling": True, "overlong_cache_len": 4096, "max_completion_length": 20480},
+    trl={"loss_type": "dapo", "scale_rewards": "group", "epsilon": 0.2, "epsilon_high": 0.28,
+         "mask_truncated_completions": True, "beta": 0.0},
+    notebook="06_dapo.ipynb",
+    notes="TRL's default loss_type, but TRL's default epsilon_high equals epsilon (0.2), not the paper's 0.28.",
+))
+
+register(Variant(
+    name="gspo",
+    title="GSPO",
+    advantage_scale="group", ratio_level="sequence", objective="clip", aggregation="seq_mean_token_mean",
+    citation="Zheng et al. 2025, Group Sequence Policy Optimization, arXiv 2507.18071",
+    loss_defaults={"epsilon": 3e-4, "epsilon_high": 4e-4},
+    train_defaults={"beta": 0.0},
+    trl={"loss_type": "grpo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4,
+         "beta": 0.0},
+    notebook="07_gspo.ipynb",
+))
+
+register(Variant(
+    name="gspo_token",
+    title="GSPO-token",
+    advantage_scale="group", ratio_level="sequence_token", objective="clip", aggregation="seq_mean_token_mean",
+    citation="Zheng et al. 2025, arXiv 2507.18071, Eq. (13)",
+    loss_defaults={"epsilon": 3e-4, "epsilon_high": 4e-4},
+    train_defaults={"beta": 0.0},
+    trl={},  # TRL 1.16 has only "token" and "sequence" levels: use GRPOLessonsTrainer
+    notebook="07_gspo.ipynb",
+    notes="sg[s_i] * pi/sg[pi]: GSPO's value with a per-token gradient (per-token advantages possible).",
+))
+
+register(Variant(
+    name="sapo",
+    title="SAPO (Soft Adaptive Policy Optimization)",
+    advantage_scale="group", ratio_level="token", objective="sapo", aggregation="seq_mean_token_mean",
+    citation="Gao et al. 2025, Soft Adaptive Policy Optimization, arXiv 2511.20347",
+    loss_defaults={"tau_pos": 1.0, "tau_neg": 1.05},
+    train_defaults={"beta": 0.0},
+    trl={"loss_type": "sapo", "sapo_temperature_pos": 1.0, "sapo_temperature_neg": 1.05, "beta": 0.0},
+    notebook="09_sapo.ipynb",
+    notes="f(r) = sigmoid(tau (r-1)) 4/tau; not the chapter's -A sigmoid((r-1)/tau) r.",
+))
+
+register(Variant(
+    name="2-grpo",
+    title="2-GRPO (G = 2)",
+    advantage_scale="group", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
+    citation="Wu et al. 2025, It Takes Two: Your GRPO Is Secretly DPO, arXiv 2510.00977",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={"beta": 0.0, "group_size": 2, "prompts_per_batch_factor": 8},
+    trl={"loss_type": "grpo", "num_generations": 2, "scale_rewards": "group", "beta": 0.0},
+    notebook="08_two_grpo.ipynb",
+    notes="No new loss: G = 2 with 8x the prompts per batch (same rollouts). Advantages are +-0.7071 or 0.",
+))
