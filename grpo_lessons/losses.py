@@ -117,6 +117,13 @@ def policy_loss(
         check_same_shape(lp, "logp", ref_logp=rlp)
         check_finite(rlp, "ref_logp", where=m)
 
+    # Padding may hold anything (NaN from a sampler, -inf): zero it so 0 * NaN never reaches the sum.
+    keep = m > 0
+    lp = torch.where(keep, lp, torch.zeros_like(lp))
+    olp = torch.where(keep, olp, torch.zeros_like(olp))
+    if rlp is not None:
+        rlp = torch.where(keep, rlp, torch.zeros_like(rlp))
+
     # Hyper-parameters: explicit arguments, then options, then the paper's defaults.
     fn, accepted = OBJECTIVES[v.objective]
     unknown = set(options) - set(accepted)
