@@ -51,3 +51,16 @@ def test_package_never_evals_model_output():
             if re.search(r"(?<![\w.])(eval|exec)\(", code):
                 offenders.append(f"{f.relative_to(ROOT)}:{n}")
     assert not offenders, offenders
+
+
+def test_readme_example_runs():
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## The package in ten lines", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    import runpy
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(block)
+    ns = runpy.run_path(f.name)
+    assert ns["out"].loss.requires_grad and ns["kl"].shape == (10, 12)
+    assert (ns["kl"] >= 0).all()
