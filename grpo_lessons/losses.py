@@ -28,7 +28,9 @@ class LossOutput:
 
     loss: torch.Tensor  # scalar, with grad
     policy_loss: torch.Tensor  # scalar: the surrogate part alone (detached)
-    kl: torch.Tensor | None  # scalar: masked token mean of the KL estimate (detached), None if beta == 0
+    kl: torch.Tensor | None  # scalar: the KL estimate aggregated like the loss (detached); None if beta == 0.
+    #   On policy (ratio 1) loss == policy_loss + beta * kl exactly.
+    kl_token_mean: float | None  # the masked token mean of the KL estimate (what TRL logs as "kl")
     clip_frac_low: float | None  # share of completion tokens with ratio < 1 - eps_low and A < 0
     clip_frac_high: float | None  # share with ratio > 1 + eps_high and A > 0
     ratio_mean: float  # masked mean of the importance ratio
@@ -156,10 +158,12 @@ def policy_loss(
     per_token = out.per_token_loss.expand_as(lp)  # (B, T)
 
     # 3. the KL anchor, per token
-    kl_mean = None
+    kl_agg = kl_tok = None
     if rlp is not None:
         kl = kl_estimate(lp, rlp, kl_kind)  # (B, T)
-        kl_mean = torch.tensor(_masked_mean(kl.detach(), m))
+        kl_tok = _masked_mean(kl.detach(), m)
+        kl_agg = aggregate(kl.detach(), m, v.aggregation, max_completion_length=max_completion_length,
+                           num_items_in_batch=num_items_in_batch)
         if kl_importance_weighted:
             kl = kl * ratio
         per_token = per_token + beta * kl
@@ -173,7 +177,8 @@ def policy_loss(
     return LossOutput(
         loss=loss,
         policy_loss=surrogate,
-        kl=kl_mean,
+        kl=kl_agg,
+        kl_token_mean=kl_tok,
         clip_frac_low=None if out.clipped_low is None else _masked_mean(out.clipped_low, m),
         clip_frac_high=None if out.clipped_high is None else _masked_mean(out.clipped_high, m),
         ratio_mean=_masked_mean(ratio.detach(), m),

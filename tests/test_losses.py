@@ -93,6 +93,13 @@ def test_loss_value_is_beta_kl_on_policy():
     kl = kl_estimate(logp, ref).mean()
     assert out.policy_loss.item() == pytest.approx(0.0, abs=1e-12)
     assert out.loss.item() == pytest.approx(0.04 * kl.item(), rel=1e-9)
+    assert out.kl.item() == pytest.approx(kl.item(), rel=1e-9) and out.kl_token_mean == pytest.approx(kl.item())
+    # unequal lengths: .kl follows the variant's aggregation, so loss == policy_loss + beta * kl on policy
+    _, _, _, ragged = batch(3, B=4)
+    ref2 = logp + 0.5 * torch.randn(logp.shape, generator=torch.Generator().manual_seed(9), dtype=logp.dtype)
+    o2 = policy_loss(logp, logp, adv, ragged, variant="grpo", beta=0.04, ref_logp=ref2)
+    assert o2.loss.item() == pytest.approx(o2.policy_loss.item() + 0.04 * o2.kl.item(), rel=1e-9)
+    assert o2.kl.item() != pytest.approx(o2.kl_token_mean, rel=1e-6)
     out.loss.backward()
     assert x.grad.abs().max() > 1e-3
 
