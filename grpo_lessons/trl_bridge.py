@@ -1,0 +1,512 @@
+"""Run every variant of the registry inside TRL's ``GRPOTrainer`` (TRL 1.16).
+
+Introduced in ``notebooks/16_trl_qwen.ipynb``; the variants race in ``notebooks/17_variant_shootout.ipynb``.
+
+Two pieces:
+
+* :func:`grpo_config` — a ``trl.GRPOConfig`` holding a variant's paper settings (``loss_type``,
+  ``importance_sampling_level``, ``epsilon``/``epsilon_high``, ``scale_rewards``, ``beta``,
+  ``mask_truncated_completions``, SAPO temperatures, ``num_generations`` for 2-GRPO) and a
+  precision that suits the machine (bf16 on a GPU that has it, fp32 on CPU).
+* :class:`GRPOLessonsTrainer` — a ``trl.GRPOTrainer`` whose loss is :func:`grpo_lessons.policy_loss`
+  for any registry variant, including those TRL lacks (``gspo_token`` now), and which can do DAPO's
+  dynamic sampling (drop groups with equal rewards, refill from the dataset).  It overrides only
+  ``_compute_loss`` (the per-token log-probs still come from TRL's own
+  ``_get_per_token_logps_and_entropies``) and, for dynamic sampling, wraps
+  ``_generate_and_score_completions``.  ``tests/test_trl_bridge.py`` checks that for every variant
+  TRL has natively, this path and TRL's give the same loss and gradients on the same batch.
+
+:func:`make_trainer` picks TRL's own trainer where TRL has the variant and nothing else is asked
+for, and the subclass otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import warnings
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+
+from .losses import policy_loss
+from .shaping import informative_groups
+from .variants import Variant, get_variant
+
+__all__ = [
+    "grpo_config",
+    "config_fields",
+    "machine_precision",
+    "trl_supports",
+    "variant_for_config",
+    "GRPOLessonsTrainer",
+    "make_trainer",
+    "select_rows",
+    "save_tiny_qwen",
+    "QWEN_SHAPES",
+    "memory_budget",
+]
+
+# Our aggregation -> the TRL loss_type whose normaliser it is (used when a variant has no TRL entry).
+_AGGREGATION_TO_LOSS_TYPE = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
+# Objective hyper-parameter -> the GRPOConfig field that holds it.
+_PARAM_TO_FIELD = {
+    "epsilon": "epsilon",
+    "epsilon_high": "epsilon_high",
+    "tau_pos": "sapo_temperature_pos",
+    "tau_neg": "sapo_temperature_neg",
+}
+# Registry train_defaults that map one-to-one onto GRPOConfig fields.
+_TRAIN_FIELDS = ("beta", "learning_rate", "mask_truncated_completions")
+
+
+def machine_precision() -> dict[str, Any]:
+    """Precision fields for this machine: bf16 on a CUDA GPU that supports it, else fp32 (and CPU without a GPU).
+
+    A GPU without bf16 (T4, V100) gets fp32 rather than fp16: GRPO's ratios ``exp(logp - old_logp)``
+    are sensitive to fp16 rounding; pass ``fp16=True`` to :func:`grpo_config` to choose it anyway.
+    """
+    if torch.cuda.is_available():
+        return {"bf16": bool(torch.cuda.is_bf16_supported()), "fp16": False}
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return {"bf16": False, "fp16": False}
+    return {"bf16": False, "fp16": False, "use_cpu": True}
+
+
+def config_fields() -> frozenset[str]:
+    """The names ``trl.GRPOConfig`` accepts."""
+    return frozenset(f.name for f in dataclasses.fields(GRPOConfig) if f.init)
+
+
+def trl_supports(variant: str | Variant) -> bool:
+    """Whether TRL 1.16's own ``_compute_loss`` implements ``variant`` (its registry entry names TRL fields)."""
+    return bool(get_variant(variant).trl)
+
+
+def _derived_fields(v: Variant) -> dict[str, Any]:
+    """GRPOConfig fields read off the variant's pieces and paper defaults (before its explicit ``.trl``)."""
+    fields: dict[str, Any] = {
+        "loss_type": "sapo" if v.objective == "sapo" else _AGGREGATION_TO_LOSS_TYPE[v.aggregation],
+        # TRL knows "token" and "sequence"; "sequence_token" (GSPO-token) is computed by our loss,
+        # so TRL is told "token" (no TRL check depends on it).
+        "importance_sampling_level": "sequence" if v.ratio_level == "sequence" else "token",
+        "scale_rewards": v.advantage_scale,
+    }
+    for param in v.loss_params:
+        value = v.loss_defaults.get(param)
+        if value is not None:
+            fields[_PARAM_TO_FIELD[param]] = value
+    for name in _TRAIN_FIELDS:
+        if name in v.train_defaults:
+            fields[name] = v.train_defaults[name]
+    if v.train_defaults.get("group_size") == 2:  # 2-GRPO: G = 2 defines the method
+        fields["num_generations"] = 2
+    return fields
+
+
+def grpo_config(variant: str | Variant = "grpo", **overrides: Any):
+    """A ``trl.GRPOConfig`` reproducing ``variant`` with its paper's loss settings.
+
+    Precedence: fields derived from the variant's pieces, then the registry's ``.trl`` entry (the
+    TRL fields that reproduce the method), then :func:`machine_precision`, then ``report_to="none"``,
+    then ``overrides``.  Group size, batch size and lengths are left to TRL's defaults unless the
+    group size defines the method (2-GRPO) — the papers' G = 64 / 16 and 20k-token completions are
+    not laptop settings; pass ``num_generations=``, ``max_completion_length=`` to set them.
+
+    Raises ``TypeError`` naming the closest valid fields for an override GRPOConfig does not have.
+    """
+    v = get_variant(variant)
+    valid = config_fields()
+    unknown = sorted(set(overrides) - valid)
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
+            hints.append(f"{name!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        raise TypeError(f"grpo_config({v.name!r}): GRPOConfig has no field " + "; ".join(hints))
+    fields = _derived_fields(v)
+    fields.update(v.trl)
+    fields.update(machine_precision())
+    fields["report_to"] = "none"
+    fields.update(overrides)
+    return GRPOConfig(**fields)
+
+
+def variant_for_config(args) -> str:
+    """The registry name of the variant TRL's ``args`` (a GRPOConfig) computes natively."""
+    level = getattr(args, "importance_sampling_level", "token")
+    loss_type = args.loss_type
+    if level == "sequence" and loss_type == "grpo":
+        return "gspo"
+    if level == "token" and loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "sapo"):
+        return "2-grpo" if (loss_type == "grpo" and args.num_generations == 2) else loss_type
+    raise ValueError(
+        f"no registry variant matches loss_type={loss_type!r}, importance_sampling_level={level!r}; "
+        "pass variant= explicitly"
+    )
+
+
+# -- dynamic sampling: merging rows of several generation batches ------------------------------------
+
+_LEFT_PADDED = {"prompt_ids", "prompt_mask"}
+_PER_TOKEN = {"completion_ids", "completion_mask", "old_per_token_logps", "ref_per_token_logps",
+              "sampling_per_token_logps", "tool_mask", "importance_sampling_ratio"}
+_PER_ROW = {"advantages"}
+
+
+def _pad_to(t: torch.Tensor, length: int, value: float, left: bool) -> torch.Tensor:
+    extra = length - t.shape[1]
+    if extra <= 0:
+        return t
+    pad = torch.full((t.shape[0], extra), value, dtype=t.dtype, device=t.device)
+    return torch.cat([pad, t] if left else [t, pad], dim=1)
+
+
+def select_rows(pieces: list[tuple[dict[str, Any], torch.Tensor]], pad_token_id: int) -> dict[str, Any]:
+    """Concatenate chosen rows of several TRL generation batches into one, re-padding to a common width.
+
+    ``pieces``: ``(batch, rows)`` pairs, ``batch`` as returned by ``_generate_and_score_completions``
+    and ``rows`` a 1-D index tensor.  Prompts stay left-padded, completions right-padded;
+    ``num_items_in_batch`` is recounted from the kept loss mask.  Multimodal batches are refused.
+    """
+    keys = set(pieces[0][0])
+    for batch, _ in pieces:
+        if set(batch) != keys:
+            raise ValueError(f"generation batches disagree on keys: {sorted(keys ^ set(batch))}")
+    unknown = keys - _LEFT_PADDED - _PER_TOKEN - _PER_ROW - {"num_items_in_batch"}
+    if unknown:
+        raise NotImplementedError(f"dynamic sampling cannot merge batch fields {sorted(unknown)} (multimodal?)")
+    out: dict[str, Any] = {}
+    for key in keys - {"num_items_in_batch"}:
+        parts = [batch[key][rows.to(batch[key].device)] for batch, rows in pieces]
+        if key in _PER_ROW or parts[0].dim() == 1:
+            out[key] = torch.cat(parts)  # (B,)
+            continue
+        width = max(p.shape[1] for p in parts)
+        if key in _LEFT_PADDED:
+            value = pad_token_id if key == "prompt_ids" else 0
+        elif key == "completion_ids":
+            value = pad_token_id
+        elif key in ("tool_mask", "importance_sampling_ratio"):
+            value = 1
+        else:
+            value = 0
+        out[key] = torch.cat([_pad_to(p, width, value, left=key in _LEFT_PADDED) for p in parts])  # (B, width)
+    mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
+    out["num_items_in_batch"] = mask.sum()
+    return out
+
+
+# -- the trainer --------------------------------------------------------------------------------------
+
+
+class GRPOLessonsTrainer(GRPOTrainer):
+    """``trl.GRPOTrainer`` with the loss of :func:`grpo_lessons.policy_loss` and optional dynamic sampling.
+
+    Extra arguments:
+
+    * ``variant`` — registry name (default: read off ``args`` by :func:`variant_for_config`).
+    * ``loss_impl`` — ``"grpo_lessons"`` (default) or ``"trl"`` (keep TRL's own loss, e.g. to use
+      dynamic sampling with a TRL feature our loss lacks).
+    * ``dynamic_sampling`` — DAPO Sec. 3.2: after scoring, drop groups whose rewards are all
+      equal and refill the batch with informative groups of freshly drawn prompts, at most
+      ``max_sampling_rounds`` extra generation rounds; an unfilled slot keeps an uninformative
+      group (zero advantage, no policy gradient).  One process only.
+    * ``loss_options`` — objective options that have no GRPOConfig field.
+
+    Hyper-parameters come from ``args``: ``epsilon``/``epsilon_high``, ``sapo_temperature_*``,
+    ``beta``, ``use_bias_correction_kl``, ``max_completion_length`` (Dr. GRPO's constant).  The loss
+    is divided for gradient accumulation exactly as TRL divides each ``loss_type`` (``dapo``-style
+    token means by the generation batch's token count, the others by the accumulation steps), and
+    TRL's metric names (``entropy``, ``kl``, ``clip_ratio/*``) are logged.
+
+    With vLLM, TRL's sequence-level importance-sampling correction (``vllm_importance_sampling_mode``
+    ``"sequence_mask"``, its default, or ``"sequence_truncate"``) is folded into the advantages — exact
+    for the clip and SAPO objectives, since ``w * min(rA, clip(r)A) = min(r wA, clip(r) wA)`` for
+    ``w >= 0``.  What ``policy_loss`` cannot express raises ``NotImplementedError`` at construction
+    (token-level IS modes, ``top_entropy_quantile``, ``off_policy_mask_threshold``, ``delta``, the
+    entropy bonus, the MoE aux loss): use ``loss_impl="trl"`` for those.  Dynamic sampling recomputes
+    nothing TRL computed: refill groups keep the advantages of the batch they were scored in (exact
+    for ``scale_rewards="group"``/``"none"``; with ``"batch"`` each refill has its own batch std).
+    """
+
+    def __init__(self, *args, variant: str | Variant | None = None, loss_impl: str = "grpo_lessons",
+                 dynamic_sampling: bool = False, max_sampling_rounds: int = 4,
+                 loss_options: dict[str, Any] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if loss_impl not in ("grpo_lessons", "trl"):
+            raise ValueError(f"loss_impl must be 'grpo_lessons' or 'trl', got {loss_impl!r}")
+        self.variant = get_variant(variant if variant is not None else variant_for_config(self.args))
+        self.loss_impl = loss_impl
+        self.dynamic_sampling = bool(dynamic_sampling)
+        if max_sampling_rounds < 0:
+            raise ValueError(f"max_sampling_rounds must be >= 0, got {max_sampling_rounds}")
+        self.max_sampling_rounds = int(max_sampling_rounds)
+        self.loss_options = dict(loss_options or {})
+        self._last_rewards_per_func: torch.Tensor | None = None
+        self._draw_count = 0
+        self._check_supported()
+
+    # ---- checks --------------------------------------------------------------------------------
+
+    def _check_supported(self) -> None:
+        a, v = self.args, self.variant
+        if a.scale_rewards != v.advantage_scale and a.multi_objective_aggregation == "sum_then_normalize":
+            warnings.warn(
+                f"variant {v.name!r} uses advantage scale {v.advantage_scale!r} but args.scale_rewards="
+                f"{a.scale_rewards!r}; TRL computes the advantages, so the run is not {v.title}",
+                stacklevel=3,
+            )
+        if self.dynamic_sampling:
+            if self.accelerator.num_processes != 1:
+                raise NotImplementedError(
+                    "dynamic_sampling runs on one process: TRL spreads a group's completions over processes, "
+                    "so a group cannot be dropped locally"
+                )
+            if not hasattr(self.train_dataset, "__getitem__") or not hasattr(self.train_dataset, "__len__"):
+                raise NotImplementedError("dynamic_sampling draws refill prompts by index: use a map-style Dataset")
+        if self.loss_impl == "trl":
+            return
+        unsupported = []
+        if a.top_entropy_quantile < 1.0:
+            unsupported.append("top_entropy_quantile < 1")
+        if a.off_policy_mask_threshold is not None:
+            unsupported.append("off_policy_mask_threshold")
+        if a.delta is not None:
+            unsupported.append("delta (two-sided clip)")
+        if a.entropy_coef != 0.0 or a.use_adaptive_entropy:
+            unsupported.append("entropy_coef / use_adaptive_entropy")
+        if self.aux_loss_enabled:
+            unsupported.append("MoE router aux loss")
+        if self.use_vllm and self.vllm_importance_sampling_correction and not self._sequence_level_is():
+            unsupported.append(
+                f"vllm_importance_sampling_mode={a.vllm_importance_sampling_mode!r} (token level; the sequence "
+                "modes, TRL's default, are supported)"
+            )
+        if unsupported:
+            raise NotImplementedError(
+                f"GRPOLessonsTrainer(loss_impl='grpo_lessons') does not implement: {', '.join(unsupported)}. "
+                "Turn them off, or pass loss_impl='trl' to keep TRL's loss."
+            )
+
+    def _sequence_level_is(self) -> bool:
+        return self.vllm_importance_sampling_mode in ("sequence_mask", "sequence_truncate")
+
+    # ---- the loss ------------------------------------------------------------------------------
+
+    def _loss_params(self) -> dict[str, Any]:
+        params = {}
+        for name in self.variant.loss_params:
+            field = _PARAM_TO_FIELD.get(name)
+            if field is not None and getattr(self.args, field, None) is not None:
+                params[name] = getattr(self.args, field)
+        params.update(self.loss_options)
+        return params
+
+    def _global_token_norm(self) -> bool:
+        """DAPO-style token mean over the whole generation batch (TRL ``dapo``), not per micro-batch (``bnpo``)."""
+        v = self.variant
+        return v.aggregation == "token_mean" and v.trl.get("loss_type") != "bnpo"
+
+    def _compute_loss(self, model, inputs):
+        if self.loss_impl == "trl":
+            return super()._compute_loss(model, inputs)
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (B, P + T)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)  # (B, P + T)
+        logits_to_keep = completion_ids.size(1)  # T
+        mask = completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]  # (B, T)
+
+        logps, entropies, _ = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, compute_entropy=True
+        )  # (B, T), (B, T)
+        old = inputs.get("old_per_token_logps")
+        old = logps.detach() if old is None else old  # on-policy: ratio exactly 1
+        adv = inputs["advantages"]
+        if adv.dim() != 1:
+            raise NotImplementedError("policy_loss takes one advantage per completion, (B,)")
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            # Sequence-level IS weight w_i >= 0 (B, 1): for the clip and SAPO objectives
+            # -w * min(rA, clip(r)A) = -min(r(wA), clip(r)(wA)), so folding w into A is exact.
+            adv = adv * inputs["importance_sampling_ratio"].reshape(-1).to(adv.dtype)
+
+        training = self.model.training
+        accum = self.current_gradient_accumulation_steps if training else 1
+        num_items = None
+        divide_by = accum
+        if self._global_token_norm():
+            # num_items_in_batch counts the whole generation batch: rescale to one accumulation window
+            num_items = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            if training:
+                num_items = num_items * accum / self.args.steps_per_generation
+            divide_by = 1
+        out = policy_loss(
+            logps, old, adv, mask, variant=self.variant,
+            beta=self.beta, ref_logp=inputs.get("ref_per_token_logps") if self.beta != 0.0 else None,
+            max_completion_length=self.max_completion_length,
+            kl_importance_weighted=self.args.use_bias_correction_kl,
+            num_items_in_batch=num_items, **self._loss_params(),
+        )
+        self._log_loss_metrics(out, entropies, mask)
+        return out.loss / divide_by
+
+    def _log_mean(self, name: str, value: float | None) -> None:
+        if value is None:
+            return
+        mode = "train" if self.model.training else "eval"
+        t = torch.tensor(float(value), device=self.accelerator.device)
+        self._metrics[mode][name].append(self.accelerator.gather(t).nanmean().item())
+
+    def _log_loss_metrics(self, out, entropies, mask) -> None:
+        m = mask.to(entropies.dtype)
+        self._log_mean("entropy", float((entropies.detach() * m).sum() / m.sum().clamp(min=1.0)))
+        if out.kl is not None:
+            self._log_mean("kl", float(out.kl))
+        if out.clip_frac_low is not None:  # same names as TRL's, so its logs and plots carry over
+            self._log_mean("clip_ratio/low_mean", out.clip_frac_low)
+            self._log_mean("clip_ratio/high_mean", out.clip_frac_high)
+            self._log_mean("clip_ratio/region_mean", out.clip_frac)
+        self._log_mean("policy_loss", float(out.policy_loss))
+
+    # ---- dynamic sampling ------------------------------------------------------------------------
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._last_rewards_per_func = rewards  # (N, n_funcs), kept for the group filter
+        return rewards
+
+    def _informative(self, num_generations: int) -> torch.Tensor:
+        """``(N // G,)`` bool: groups of the last scored batch whose reward is not constant."""
+        r = self._last_rewards_per_func
+        if self.multi_objective_aggregation == "normalize_then_sum":
+            cols = [informative_groups(torch.nan_to_num(r[:, k]).cpu(), num_generations) for k in range(r.shape[1])]
+            return torch.stack(cols).any(dim=0)
+        total = (r * self.reward_weights.to(r.device).unsqueeze(0)).nansum(dim=1)
+        return informative_groups(total.cpu(), num_generations)
+
+    def _draw_prompts(self, n: int) -> list[dict]:
+        g = torch.Generator().manual_seed(int(self.args.seed) * 100_003 + self._draw_count)
+        self._draw_count += 1
+        idx = torch.randint(len(self.train_dataset), (n,), generator=g).tolist()
+        return [self.train_dataset[i] for i in idx]
+
+    def _generate_and_score_completions(self, inputs):
+        batch = super()._generate_and_score_completions(inputs)
+        if not self.dynamic_sampling or not self.model.training:
+            return batch
+        G = self.num_generations
+        n_groups = len(inputs) // G
+        keep = self._informative(G)  # (n_groups,)
+        kept = keep.nonzero().flatten().tolist()
+        spare = (~keep).nonzero().flatten().tolist()  # used only if refilling falls short
+        pieces: list[tuple[dict[str, Any], list[int]]] = [(batch, kept)]
+        missing = n_groups - len(kept)
+        rounds = 0
+        while missing > 0 and rounds < self.max_sampling_rounds:
+            rows = [row for row in self._draw_prompts(n_groups) for _ in range(G)]  # G copies, contiguous
+            extra = super()._generate_and_score_completions(rows)
+            good = self._informative(G).nonzero().flatten().tolist()[:missing]
+            pieces.append((extra, good))
+            missing -= len(good)
+            rounds += 1
+        if missing > 0:
+            pieces[0] = (batch, kept + spare[:missing])
+        sel = [(b, torch.tensor([g * G + j for g in groups for j in range(G)], dtype=torch.long))
+               for b, groups in pieces if groups]
+        log = self._metrics["train"]
+        log["dynamic_sampling/dropped_groups"].append(float(n_groups - len(kept)))
+        log["dynamic_sampling/extra_rounds"].append(float(rounds))
+        log["dynamic_sampling/unfilled_groups"].append(float(max(missing, 0)))
+        return select_rows(sel, self._tokenizer.pad_token_id)
+
+
+def make_trainer(variant: str | Variant, *, model, reward_funcs, train_dataset, args=None,
+                 dynamic_sampling: bool | None = None, force_subclass: bool = False, **kwargs):
+    """A trainer for ``variant``: TRL's own ``GRPOTrainer`` where TRL implements it and nothing extra is
+    asked, else :class:`GRPOLessonsTrainer`.  ``args`` defaults to :func:`grpo_config` ``(variant)``;
+    ``dynamic_sampling`` defaults to ``False`` (DAPO's paper uses it: pass ``True``).
+    """
+    v = get_variant(variant)
+    args = grpo_config(v) if args is None else args
+    if trl_supports(v) and not dynamic_sampling and not force_subclass:
+        return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
+    return GRPOLessonsTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset,
+                              variant=v, dynamic_sampling=bool(dynamic_sampling), **kwargs)
+
+
+
+# -- helpers for the GPU notebooks and the benchmark ------------------------------------------------------
+
+
+def save_tiny_qwen(path: str | None = None, **kwargs) -> str:
+    """Save :func:`grpo_lessons.models.tiny_qwen` and its tokenizer to ``path`` (a new temp dir by default).
+
+    TRL wants a path when ``beta != 0`` (it loads the reference model from it) and vLLM always does.
+    """
+    import tempfile
+
+    from .models import tiny_qwen, tiny_tokenizer
+
+    path = path or tempfile.mkdtemp(prefix="tiny-qwen-")
+    tok = tiny_tokenizer()
+    tiny_qwen(tok, **kwargs).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+# Published configs (config.json of each hub repo): parameters, layers, hidden size, KV heads, head dim.
+QWEN_SHAPES: dict[str, dict[str, float]] = {
+    "Qwen2.5-0.5B": {"params": 0.494e9, "layers": 24, "hidden": 896, "kv_heads": 2, "head_dim": 64},
+    "Qwen3-0.6B": {"params": 0.596e9, "layers": 28, "hidden": 1024, "kv_heads": 8, "head_dim": 128},
+    "Qwen2.5-1.5B": {"params": 1.54e9, "layers": 28, "hidden": 1536, "kv_heads": 2, "head_dim": 128},
+    "Qwen2.5-3B": {"params": 3.09e9, "layers": 36, "hidden": 2048, "kv_heads": 2, "head_dim": 128},
+    "Qwen2.5-7B": {"params": 7.62e9, "layers": 28, "hidden": 3584, "kv_heads": 4, "head_dim": 128},
+}
+_GIB = 2**30
+
+
+def memory_budget(model: str | dict, gpu_gib: float, *, master_dtype: str = "fp32", micro_batch: int = 8,
+                  seq_len: int = 1280, num_sequences: int = 64, gradient_checkpointing: bool = True,
+                  vllm_gpu_memory_utilization: float | None = 0.3, overhead_gib: float = 1.5) -> dict[str, float]:
+    """A back-of-the-envelope GiB budget of GRPO full fine-tuning with vLLM colocated on one GPU.
+
+    Trainer: weights + gradients + AdamW's two moments, in ``master_dtype`` (TRL loads a model given
+    by name in fp32 unless ``model_init_kwargs={"dtype": "bfloat16"}``): 16 bytes/param in fp32,
+    8 in bf16.  Activations of one micro-batch of ``micro_batch`` sequences of ``seq_len`` tokens, bf16:
+    ``34 * s * b * h`` bytes per layer (Korthikanti et al. 2022, with flash/SDPA attention), all layers
+    without checkpointing, or ``2 * s * b * h`` per layer kept plus one layer recomputed with it.
+    TRL 1.16 scores log-probs with a fused, tiled LM head, so the ``(b, s, vocab)`` logits are never
+    materialised (add them yourself, ``4 * b * s * V`` bytes, for a trainer without that).
+    vLLM: a bf16 copy of the weights (2 bytes/param) plus the KV cache of ``num_sequences`` sequences of
+    ``seq_len`` tokens, ``2 * layers * kv_heads * head_dim * 2`` bytes per token.  vLLM reserves
+    ``vllm_gpu_memory_utilization * gpu`` up front, whatever it needs; the trainer gets the rest.
+    ``overhead_gib`` stands for the CUDA context, allocator fragmentation and vLLM's CUDA graphs.
+    """
+    shape = QWEN_SHAPES[model] if isinstance(model, str) else dict(model)
+    n, L, h = shape["params"], shape["layers"], shape["hidden"]
+    per_param = {"fp32": 4, "bf16": 2}[master_dtype]
+    weights = n * per_param
+    grads = n * per_param
+    adam = 2 * n * per_param
+    act_layer = 34 * seq_len * micro_batch * h  # bytes, one layer, bf16
+    activations = (L * 2 * seq_len * micro_batch * h + act_layer) if gradient_checkpointing else L * act_layer
+    kv_per_token = 2 * L * shape["kv_heads"] * shape["head_dim"] * 2
+    kv = kv_per_token * seq_len * num_sequences
+    vllm_weights = 2 * n
+    trainer = (weights + grads + adam + activations) / _GIB + overhead_gib / 2
+    vllm_needed = (vllm_weights + kv) / _GIB + overhead_gib / 2
+    out = {
+        "weights": weights / _GIB, "grads": grads / _GIB, "adam": adam / _GIB, "activations": activations / _GIB,
+        "trainer": trainer, "vllm_weights": vllm_weights / _GIB, "kv_cache": kv / _GIB, "vllm_needed": vllm_needed,
+        "kv_per_token_kib": kv_per_token / 1024, "gpu": gpu_gib,
+        # the window of vllm_gpu_memory_utilization that works: vLLM gets enough, the trainer too
+        "u_min": vllm_needed / gpu_gib, "u_max": 1.0 - trainer / gpu_gib,
+    }
+    out["fits_somewhere"] = out["u_min"] <= out["u_max"]
+    if vllm_gpu_memory_utilization is not None:
+        u = vllm_gpu_memory_utilization
+        out["u"] = u
+        out["fits"] = vllm_needed <= u * gpu_gib and trainer <= (1.0 - u) * gpu_gib
+    return out
