@@ -1,0 +1,424 @@
+"""Rollout: sample a group of ``G`` completions per prompt and score their tokens under the policy.
+
+Introduced in ``notebooks/04_grpo_end_to_end.ipynb``.
+
+    ro = generate_completions(model, tokenizer, prompts, group_size=8, max_new_tokens=32, temperature=1.0)
+    ro.completion_ids, ro.completion_mask   # (N, T) with N = len(prompts) * G, groups contiguous
+    ro.is_eos, ro.truncated, ro.texts       # (N,), (N,), N strings
+    ro.logps                                # (N, T) log-probs of the sampled tokens (sampling distribution)
+
+The completions of one prompt are contiguous, ``[p0_c0, ..., p0_c{G-1}, p1_c0, ...]``, the order
+:func:`grpo_lessons.group_advantages` expects (and TRL uses).
+
+Sampling uses the full distribution at ``temperature`` (``top_k=0``, ``top_p=1``), so the log-probs
+that :func:`per_token_logps` computes -- log-softmax of ``logits / temperature`` -- are the
+log-probs of the distribution the tokens were actually drawn from.  TRL divides by the temperature
+in the same place (``GRPOTrainer._get_per_token_logps_and_entropies``).  Without it, ``pi_old`` in
+the importance ratio would not be the sampler and the ratio would drift from 1 even on policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = [
+    "Rollout",
+    "generate_completions",
+    "per_token_logps",
+    "rollout_logps",
+    "encode_prompts",
+    "prompt_lengths",
+    "context_length",
+    "eos_token_ids",
+    "completion_mask_from_ids",
+    "concat_rollouts",
+    "is_conversational",
+]
+
+
+def is_conversational(prompt) -> bool:
+    """True for a list of chat messages ``[{"role": ..., "content": ...}, ...]`` (TRL's conversational format)."""
+    return isinstance(prompt, (list, tuple)) and len(prompt) > 0 and all(
+        isinstance(m, dict) and "role" in m and "content" in m for m in prompt)
+
+
+def _prompt_text(tokenizer, prompt) -> str:
+    if is_conversational(prompt):
+        return tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
+    if isinstance(prompt, str):
+        return prompt
+    raise TypeError(
+        "a prompt must be a string or a list of chat messages {'role': ..., 'content': ...}; "
+        f"got {type(prompt).__name__}")
+
+
+def encode_prompts(tokenizer, prompts: Sequence) -> dict[str, torch.Tensor]:
+    """Apply the chat template (conversational prompts) and tokenize, padded on the left.
+
+    Returns ``input_ids`` and ``attention_mask``, both ``(B, P)``.  Left padding puts every prompt's last
+    token in the last column, so generated tokens line up in columns ``P, P+1, ...`` for the whole batch.
+    """
+    if len(prompts) == 0:
+        raise ValueError("no prompts to encode")
+    conversational = [is_conversational(p) for p in prompts]
+    texts = [_prompt_text(tokenizer, p) for p in prompts]
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    try:
+        # The chat template already wrote any special tokens; plain strings get the tokenizer's own.
+        enc = tokenizer(texts, add_special_tokens=not all(conversational), padding=True, return_tensors="pt")
+    finally:
+        tokenizer.padding_side = side
+    return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+
+
+def prompt_lengths(tokenizer, prompts: Sequence) -> list[int]:
+    """Token count of each prompt after the chat template (no padding)."""
+    out = []
+    for p in prompts:
+        text = _prompt_text(tokenizer, p)
+        out.append(len(tokenizer(text, add_special_tokens=not is_conversational(p))["input_ids"]))
+    return out
+
+
+def context_length(model) -> int | None:
+    """The model's context window in tokens (``config.max_position_embeddings``), or None if it does not say."""
+    cfg = getattr(model, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        n = getattr(cfg, name, None)
+        if isinstance(n, int) and n > 0:
+            return n
+    return None
+
+
+def eos_token_ids(model, tokenizer) -> list[int]:
+    """Every token id that ends a completion: the generation config's EOS id(s) and the tokenizer's."""
+    ids: list[int] = []
+    gen = getattr(model, "generation_config", None)
+    for source in (getattr(gen, "eos_token_id", None), tokenizer.eos_token_id):
+        if source is None:
+            continue
+        for i in (source if isinstance(source, (list, tuple)) else [source]):
+            if int(i) not in ids:
+                ids.append(int(i))
+    if not ids:
+        raise ValueError("neither the model's generation config nor the tokenizer defines an EOS token")
+    return ids
+
+
+def completion_mask_from_ids(completion_ids: torch.Tensor, eos_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(N, T)`` ids -> ``(mask, is_eos)``: mask is 1 up to and including the first EOS, 0 after it.
+
+    A completion without any EOS (cut at ``max_new_tokens``) keeps all ``T`` tokens and ``is_eos = False``.
+    """
+    is_eos_tok = torch.isin(completion_ids, torch.as_tensor(list(eos_ids), device=completion_ids.device))  # (N, T)
+    has_eos = is_eos_tok.any(dim=1)  # (N,)
+    T = completion_ids.shape[1]
+    first = torch.where(has_eos, is_eos_tok.int().argmax(dim=1), torch.full_like(has_eos, T, dtype=torch.long))  # (N,)
+    cols = torch.arange(T, device=completion_ids.device).expand_as(completion_ids)  # (N, T)
+    mask = (cols <= first.unsqueeze(1)).long()  # (N, T); for no EOS, first = T keeps every column
+    return mask, has_eos
+
+
+def per_token_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
+                    temperature: float = 1.0, batch_size: int | None = None) -> torch.Tensor:
+    """Log-probs of the last ``logits_to_keep`` tokens of each row under ``model``; ``(B, L) -> (B, K)``.
+
+    ``input_ids`` / ``attention_mask`` are ``(B, L)`` = prompt (left-padded) then completion, and
+    ``K = logits_to_keep`` is the completion width ``T``.  Position ``t``'s logits predict token
+    ``t + 1``, so we keep ``K + 1`` logits and drop the last.  Logits are divided by the sampling
+    ``temperature`` before the log-softmax: the result is ``log pi(o_t | q, o_<t)`` of the *sampling*
+    distribution, the ``pi_old`` / ``pi_theta`` of the importance ratio (TRL does the same).
+    Gradients flow when called outside ``torch.no_grad()``.  ``batch_size`` splits the rows to bound
+    memory (the logits tensor is ``B x (K+1) x vocab``).
+    """
+    if input_ids.shape != attention_mask.shape or input_ids.dim() != 2:
+        raise ValueError(f"input_ids and attention_mask must both be (B, L); got {tuple(input_ids.shape)} "
+                         f"and {tuple(attention_mask.shape)}")
+    if not 0 < logits_to_keep < input_ids.shape[1]:
+        raise ValueError(f"logits_to_keep must be in 1..L-1 = {input_ids.shape[1] - 1}, got {logits_to_keep}")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if batch_size is not None and batch_size < input_ids.shape[0]:
+        return torch.cat([
+            per_token_logps(model, input_ids[i:i + batch_size], attention_mask[i:i + batch_size], logits_to_keep,
+                            temperature)
+            for i in range(0, input_ids.shape[0], batch_size)
+        ])
+    # Positions count real tokens only, as generate() does, so a left-padded row sees the positions it
+    # was sampled with (RoPE is relative, but this keeps the numbers identical, not just close).
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, L)
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+    try:
+        logits = model(**kwargs, logits_to_keep=logits_to_keep + 1).logits  # (B, K+1, V)
+    except TypeError:  # a model without logits_to_keep: compute them all and slice
+        logits = model(**kwargs).logits[:, -(logits_to_keep + 1):]  # (B, K+1, V)
+    logits = logits[:, :-1, :].float() / temperature  # (B, K, V): row t predicts completion token t
+    targets = input_ids[:, -logits_to_keep:]  # (B, K)
+    # log_softmax(x)[y] = x[y] - logsumexp(x), without materialising the (B, K, V) log-softmax
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, K)
+    return picked - torch.logsumexp(logits, dim=-1)  # (B, K)
+
+
+def _shared_prompt_logps(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                         completion_mask: torch.Tensor, group_size: int, temperature: float) -> torch.Tensor:
+    """:func:`per_token_logps` for groups that share a prompt, running each prompt through the model once.
+
+    ``prompt_ids``/``prompt_mask`` are ``(n, P)`` -- one row per *group* -- and the completions ``(n * G, T)``.
+    The prompt's keys and values (with their gradient) are repeated ``G`` times and the completions attend to
+    them, so the prompt costs ``1/G`` of the plain forward.  Same numbers as :func:`per_token_logps` on the
+    concatenated rows, up to float rounding (a test checks values and gradients).
+    """
+    G = group_size
+    pos = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)  # (n, P)
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=pos, use_cache=True, logits_to_keep=1)
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(G)  # (n * G, heads, P, d) per layer; differentiable (repeat_interleave)
+    first = out.logits[:, -1:, :].repeat_interleave(G, dim=0)  # (n * G, 1, V): predicts completion token 0
+    T = completion_ids.shape[1]
+    pm = prompt_mask.repeat_interleave(G, dim=0)  # (n * G, P)
+    start = pm.long().sum(-1, keepdim=True)  # (n * G, 1): generate() gave token t the position start + t
+    cpos = start + torch.arange(T, device=completion_ids.device)  # (n * G, T)
+    if T > 1:
+        rest = model(input_ids=completion_ids[:, :-1], attention_mask=torch.cat([pm, completion_mask[:, :-1]], dim=1),
+                     position_ids=cpos[:, :-1], past_key_values=cache, use_cache=True).logits  # (n * G, T-1, V)
+        logits = torch.cat([first, rest], dim=1)  # (n * G, T, V)
+    else:
+        logits = first
+    logits = logits.float() / temperature
+    picked = logits.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)  # (n * G, T)
+    return picked - torch.logsumexp(logits, dim=-1)  # (n * G, T)
+
+
+def rollout_logps(model, rollout: "Rollout", temperature: float = 1.0, rows: slice | None = None,
+                  share_prompt: bool = True) -> torch.Tensor:
+    """Per-token log-probs ``(b, T)`` of a rollout's completions (or the rows ``rows``) under ``model``.
+
+    With ``share_prompt`` and whole groups selected, each prompt goes through the model once for its ``G``
+    completions (:func:`_shared_prompt_logps`); otherwise this is :func:`per_token_logps` on
+    ``prompt + completion``.  Gradients flow unless called under ``torch.no_grad()``.
+    """
+    sl = rows if rows is not None else slice(0, len(rollout))
+    start, stop = sl.start or 0, len(rollout) if sl.stop is None else min(sl.stop, len(rollout))
+    G = rollout.group_size
+    T = rollout.completion_ids.shape[1]
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if share_prompt and G > 1 and start % G == 0 and stop % G == 0 and stop > start:
+        groups = slice(start, stop, G)  # the first row of each group holds the group's prompt
+        pm = rollout.prompt_mask[groups]
+        keep = int(pm.sum(0).gt(0).nonzero().min()) if bool(pm.any()) else 0  # drop all-padding columns
+        return _shared_prompt_logps(model, rollout.prompt_ids[groups][:, keep:], pm[:, keep:],
+                                    rollout.completion_ids[start:stop], rollout.completion_mask[start:stop], G,
+                                    temperature)
+    ids = torch.cat([rollout.prompt_ids[start:stop], rollout.completion_ids[start:stop]], dim=1)
+    am = torch.cat([rollout.prompt_mask[start:stop], rollout.completion_mask[start:stop]], dim=1)
+    return per_token_logps(model, ids, am, T, temperature)
+
+
+@dataclass
+class Rollout:
+    """``N = num_prompts * group_size`` sampled completions, groups contiguous.
+
+    ``prompt_ids``/``prompt_mask`` are left-padded ``(N, P)``; ``completion_ids``/``completion_mask``
+    right-padded ``(N, T)`` with the mask covering the tokens up to and including the first EOS.
+    ``truncated`` marks completions cut at ``max_new_tokens`` without an EOS (``= ~is_eos``).
+    ``lengths`` counts the masked tokens (EOS included).  ``logps`` (or None) are the per-token
+    log-probs of the sampling distribution, 0 on padding.
+    """
+
+    prompts: list  # the P prompts as given (strings or chat messages)
+    prompt_ids: torch.Tensor  # (N, P)
+    prompt_mask: torch.Tensor  # (N, P)
+    completion_ids: torch.Tensor  # (N, T)
+    completion_mask: torch.Tensor  # (N, T)
+    is_eos: torch.Tensor  # (N,) bool
+    texts: list[str]  # N decoded completions, special tokens removed
+    group_size: int
+    temperature: float | None  # None: greedy
+    logps: torch.Tensor | None = None  # (N, T)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> torch.Tensor:  # (N,) bool
+        return ~self.is_eos
+
+    @property
+    def lengths(self) -> torch.Tensor:  # (N,) tokens in each completion, EOS included
+        return self.completion_mask.sum(dim=1)
+
+    @property
+    def num_prompts(self) -> int:
+        return len(self.prompts)
+
+    def __len__(self) -> int:
+        return self.completion_ids.shape[0]
+
+    @property
+    def input_ids(self) -> torch.Tensor:  # (N, P + T)
+        return torch.cat([self.prompt_ids, self.completion_ids], dim=1)
+
+    @property
+    def attention_mask(self) -> torch.Tensor:  # (N, P + T)
+        return torch.cat([self.prompt_mask, self.completion_mask], dim=1)
+
+    def completions(self) -> list:
+        """The completions as TRL hands them to reward functions: chat messages for conversational prompts."""
+        conv = [is_conversational(p) for p in self.prompts]
+        G = self.group_size
+        return [[{"role": "assistant", "content": t}] if conv[i // G] else t for i, t in enumerate(self.texts)]
+
+    def select_groups(self, groups: Sequence[int]) -> "Rollout":
+        """The rollout restricted to the given prompt (group) indices, in that order."""
+        G = self.group_size
+        rows = [g * G + j for g in groups for j in range(G)]
+        idx = torch.as_tensor(rows, dtype=torch.long)
+        return Rollout(
+            prompts=[self.prompts[g] for g in groups],
+            prompt_ids=self.prompt_ids[idx], prompt_mask=self.prompt_mask[idx],
+            completion_ids=self.completion_ids[idx], completion_mask=self.completion_mask[idx],
+            is_eos=self.is_eos[idx], texts=[self.texts[r] for r in rows], group_size=G,
+            temperature=self.temperature, logps=None if self.logps is None else self.logps[idx], meta=dict(self.meta),
+        )
+
+
+def _pad_to(t: torch.Tensor, width: int, value, left: bool) -> torch.Tensor:
+    extra = width - t.shape[1]
+    if extra <= 0:
+        return t
+    pad = torch.full((t.shape[0], extra), value, dtype=t.dtype, device=t.device)
+    return torch.cat([pad, t] if left else [t, pad], dim=1)
+
+
+def concat_rollouts(parts: Sequence[Rollout], pad_token_id: int) -> Rollout:
+    """Stack rollouts of the same group size: prompts re-padded on the left, completions on the right."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        raise ValueError("nothing to concatenate: every rollout is empty")
+    if len(parts) == 1:
+        return parts[0]
+    G = parts[0].group_size
+    if any(p.group_size != G for p in parts):
+        raise ValueError("rollouts with different group sizes cannot be concatenated")
+    P = max(p.prompt_ids.shape[1] for p in parts)
+    T = max(p.completion_ids.shape[1] for p in parts)
+    has_logps = all(p.logps is not None for p in parts)
+    return Rollout(
+        prompts=[q for p in parts for q in p.prompts],
+        prompt_ids=torch.cat([_pad_to(p.prompt_ids, P, pad_token_id, left=True) for p in parts]),
+        prompt_mask=torch.cat([_pad_to(p.prompt_mask, P, 0, left=True) for p in parts]),
+        completion_ids=torch.cat([_pad_to(p.completion_ids, T, pad_token_id, left=False) for p in parts]),
+        completion_mask=torch.cat([_pad_to(p.completion_mask, T, 0, left=False) for p in parts]),
+        is_eos=torch.cat([p.is_eos for p in parts]),
+        texts=[t for p in parts for t in p.texts],
+        group_size=G,
+        temperature=parts[0].temperature,
+        logps=torch.cat([_pad_to(p.logps, T, 0.0, left=False) for p in parts]) if has_logps else None,
+        meta=dict(parts[0].meta),
+    )
+
+
+@torch.no_grad()
+def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 8, *, max_new_tokens: int = 32,
+                         temperature: float | None = 1.0, top_p: float = 1.0, top_k: int = 0,
+                         compute_logps: bool = True, batch_size: int | None = None,
+                         generator_seed: int | None = None, share_prompt: bool = True) -> Rollout:
+    """Sample ``group_size`` completions for each prompt with ``model.generate``; returns a :class:`Rollout`.
+
+    ``prompts``: strings or chat messages (the tokenizer's chat template is applied, with the
+    assistant turn opened).  ``temperature=None`` decodes greedily (held-out evaluation).
+    ``batch_size`` bounds how many prompts go to ``generate`` at once.  ``generator_seed`` reseeds
+    torch's global RNG first (sampling uses it); by default the caller's RNG state is used.
+    ``compute_logps`` adds the sampled tokens' log-probs under ``model`` (one extra forward pass).
+    ``share_prompt`` runs each prompt through the model once for its ``G`` samples (a prefilled cache
+    copied ``G`` times) instead of ``G`` times; the sampled distribution is the same.
+
+    Raises ``ValueError`` if a prompt plus ``max_new_tokens`` does not fit in the model's context,
+    ``RuntimeError`` if ``generate`` returns no new tokens.
+    """
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("no prompts: the rollout needs at least one prompt")
+    if not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group_size must be a positive integer, got {group_size!r}")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    greedy = temperature is None
+    if not greedy and temperature <= 0:
+        raise ValueError(f"temperature must be > 0 (or None for greedy decoding), got {temperature}")
+    if greedy and group_size > 1:
+        raise ValueError("greedy decoding gives G identical completions; use temperature > 0 or group_size=1")
+    ctx = context_length(model)
+    if ctx is not None:
+        lens = prompt_lengths(tokenizer, prompts)
+        too_long = [(i, n) for i, n in enumerate(lens) if n + max_new_tokens > ctx]
+        if too_long:
+            i, n = too_long[0]
+            raise ValueError(
+                f"prompt {i} has {n} tokens; with max_new_tokens={max_new_tokens} that exceeds the model's "
+                f"context of {ctx} tokens ({len(too_long)} prompt(s) too long). Shorten the prompts or "
+                f"lower max_new_tokens.")
+    if generator_seed is not None:
+        torch.manual_seed(generator_seed)
+    eos_ids = eos_token_ids(model, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    device = next(model.parameters()).device
+
+    sample_kw = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=float(temperature),
+                                                          top_p=float(top_p), top_k=int(top_k))
+    was_training = model.training
+    model.eval()
+    parts = []
+    step = batch_size or len(prompts)
+    try:
+        for s in range(0, len(prompts), step):
+            chunk = prompts[s:s + step]
+            enc = encode_prompts(tokenizer, chunk)
+            ids, am = enc["input_ids"].to(device), enc["attention_mask"].to(device)  # (b, P)
+            P = ids.shape[1]
+            gen_kw = dict(max_new_tokens=max_new_tokens, min_new_tokens=0, eos_token_id=eos_ids, pad_token_id=pad_id,
+                          **sample_kw)
+            if share_prompt and group_size > 1 and P > 1:
+                # Prefill each prompt once (all but its last token), then copy its keys/values G times:
+                # the G samples of a prompt share the prompt's forward pass instead of repeating it.
+                pos = (am.long().cumsum(-1) - 1).clamp(min=0)  # (b, P)
+                cache = model(input_ids=ids[:, :-1], attention_mask=am[:, :-1], position_ids=pos[:, :-1],
+                              use_cache=True, logits_to_keep=1).past_key_values
+                cache.batch_repeat_interleave(group_size)
+                out = model.generate(input_ids=ids.repeat_interleave(group_size, dim=0),
+                                     attention_mask=am.repeat_interleave(group_size, dim=0),
+                                     past_key_values=cache, **gen_kw)  # (b * G, P + T')
+            else:
+                out = model.generate(input_ids=ids, attention_mask=am, num_return_sequences=group_size,
+                                     **gen_kw)  # (b * G, P + T'), T' <= max_new_tokens (stops when all hit EOS)
+            comp = out[:, P:]  # (b * G, T')
+            if comp.shape[1] == 0:
+                raise RuntimeError("model.generate returned no new tokens; check max_new_tokens and the "
+                                   "generation config")
+            mask, has_eos = completion_mask_from_ids(comp, eos_ids)  # (b * G, T'), (b * G,)
+            comp = torch.where(mask.bool(), comp, torch.full_like(comp, pad_id))  # clean padding after EOS
+            texts = []
+            for row, m in zip(comp, mask):
+                n = int(m.sum()) - (1 if bool(torch.isin(row[int(m.sum()) - 1], torch.tensor(eos_ids))) else 0)
+                texts.append(tokenizer.decode(row[:n].tolist(), skip_special_tokens=True))
+            parts.append(Rollout(
+                prompts=chunk,
+                prompt_ids=ids.repeat_interleave(group_size, dim=0),  # (b * G, P): completions of a prompt together
+                prompt_mask=am.repeat_interleave(group_size, dim=0),
+                completion_ids=comp, completion_mask=mask, is_eos=has_eos, texts=texts,
+                group_size=group_size, temperature=temperature,
+            ))
+        ro = concat_rollouts(parts, pad_id)
+        if compute_logps:
+            t = 1.0 if greedy else float(temperature)
+            step_rows = (batch_size or len(prompts)) * group_size
+            lp = torch.cat([rollout_logps(model, ro, t, rows=slice(s, s + step_rows), share_prompt=share_prompt)
+                            for s in range(0, len(ro), step_rows)])
+            ro.logps = lp * ro.completion_mask  # (N, T), 0 on padding
+    finally:
+        model.train(was_training)
+    ro.meta.update(eos_token_ids=eos_ids, pad_token_id=pad_id, max_new_tokens=max_new_tokens)
+    return ro

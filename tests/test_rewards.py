@@ -1,0 +1,426 @@
+"""Rewards: hand cases, TRL's calling convention, and fuzzing with untrusted model text.
+
+The fuzz tests run FUZZ_CASES examples in total (the sum of the ``max_examples`` below).
+"""
+
+import ast
+import builtins
+import inspect
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import grpo_lessons.rewards as R
+from grpo_lessons.rewards import (
+    answer_tag,
+    arithmetic_reward,
+    boxed,
+    check_rewards,
+    combine,
+    completion_text,
+    countdown_expression,
+    countdown_reward,
+    extract_answer,
+    format_reward,
+    gsm8k_reward,
+    last_number,
+    parse_number,
+    safe_arith,
+    uses_only,
+)
+
+FUZZ = {"text": 400, "arith_chars": 400, "trees": 300, "injection": 300, "nesting": 150, "huge": 100,
+        "unicode": 250, "chat": 100}
+FUZZ_CASES = sum(FUZZ.values())  # 2000
+
+INJECTIONS = [
+    "__import__('os').system('echo pwned')",
+    "__import__('os')",
+    "open('/etc/passwd').read()",
+    "().__class__.__bases__[0].__subclasses__()",
+    "exec('import os')",
+    "eval('1+1')",
+    "lambda: 1",
+    "[x for x in range(10**9)]",
+    "9**9**9",
+    "2**10000",
+    "10**100",
+    "(1).__add__(2)",
+    "1 if True else 2",
+    "a + b",
+    "True + True",
+    "1e308 * 10",
+    "1.5 + 2",
+    "1_000 + 2",
+    "0x10 + 1",
+    "1 // 0",
+    "1 / 0",
+    "5 % 3",
+    "1 << 100",
+    "~1",
+    "1 < 2",
+    "f'{1}'",
+    "'1' + '2'",
+    "b'1'",
+    "1;2",
+    "1\n+2",
+    "\\x00",
+    "(" * 150 + "1" + ")" * 150,
+    "-" * 300 + "1",
+    "9" * 5000,
+    "1/(1-1)",
+    "(2 - 2) / (3 - 3)",
+]
+
+
+# --------------------------------------------------------------------------------------------- extraction
+
+
+@pytest.mark.parametrize("text, want", [
+    ("2 + 3 = 5", 5),
+    ("The answer is 42.", 42),
+    ("23-5=18", 18),
+    ("It is -7", -7),
+    ("5-3", 3),                       # subtraction, not "-3"
+    ("(3)-4", 4),
+    ("1,234 apples", 1234),
+    ("pay $1,234.50 now", Fraction("1234.5")),
+    ("3.0", 3),
+    ("no digits here", None),
+    ("", None),
+    ("x" * 50 + "9" * 60, None),      # a 60-digit "number" is no answer
+    ("٣ + ٤ = ٧", None),              # Arabic-Indic digits are not ASCII digits
+    ("５", None),                      # fullwidth digit
+])
+def test_last_number(text, want):
+    assert last_number(text) == (None if want is None else Fraction(want))
+
+
+def test_answer_tag_and_boxed_take_the_last_one():
+    assert answer_tag("<answer>1</answer> then <answer> 2 </answer>") == "2"
+    assert answer_tag("<ANSWER>3</ANSWER>") == "3"
+    assert answer_tag("<answer>unclosed") is None
+    assert boxed(r"\boxed{1} and \boxed{\frac{1}{2}}") == r"\frac{1}{2}"
+    assert boxed(r"\boxed{12") is None
+    assert extract_answer("I think 3. <answer>2 + 3 = 5</answer> wait 9") == 5  # tag beats the last number
+    assert extract_answer(r"so \boxed{72} dollars, not 80") == 72
+    assert extract_answer("<answer>five</answer> 5") is None                   # a tag without a number is no answer
+
+
+@pytest.mark.parametrize("s, want", [("72", 72), (" 1,000 ", 1000), ("$5", 5), ("-2.5", Fraction(-5, 2)), (7, 7),
+                                     (2.5, Fraction(5, 2)), (True, None), (float("nan"), None), (None, None),
+                                     ("12 apples", None), ("1e5", None)])
+def test_parse_number(s, want):
+    assert parse_number(s) == (None if want is None else Fraction(want))
+
+
+def test_completion_text_formats():
+    assert completion_text("hi") == "hi"
+    assert completion_text([{"role": "assistant", "content": "hi"}]) == "hi"
+    assert completion_text([{"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]) == "ab"
+    assert completion_text([{"role": "user", "content": "not mine"}, {"role": "assistant", "content": "mine"}]) == "mine"
+    for junk in (None, 5, {"content": None}, [None, 3], [{"role": "assistant", "content": 5}], b"bytes"):
+        assert completion_text(junk) == ""
+
+
+# --------------------------------------------------------------------------------------------- rewards
+
+
+def test_arithmetic_reward_trl_convention():
+    comps = ["2 + 3 = 5", "I think 6", [{"role": "assistant", "content": "<answer>5</answer>"}], None, "5.0"]
+    out = arithmetic_reward(comps, answer=[5] * 5, prompts=["p"] * 5, completion_ids=[[1]] * 5, trainer_state=None)
+    assert out == [1.0, 0.0, 1.0, 0.0, 1.0]
+    assert all(type(x) is float for x in out)
+    assert arithmetic_reward(["5", "6"], answer=5) == [1.0, 0.0]          # a scalar answer is broadcast
+    assert arithmetic_reward(["1,005"], answer=["1005"]) == [1.0]
+    assert arithmetic_reward([], answer=[]) == []
+
+
+def test_arithmetic_reward_caller_errors_are_value_errors():
+    with pytest.raises(ValueError, match="'answer' has 1 entries but there are 2 completions"):
+        arithmetic_reward(["1", "2"], answer=[1])
+    with pytest.raises(ValueError, match="completions must be a list"):
+        arithmetic_reward("5", answer=[5])
+
+
+def test_gsm8k_reward_reads_the_number_after_hashes():
+    sol = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n#### 72"
+    assert gsm8k_reward(["... so the total is 72.", r"\boxed{72}", "<answer>$72</answer>", "71"], answer=[sol] * 4) \
+        == [1.0, 1.0, 1.0, 0.0]
+    assert gsm8k_reward(["It is 1,234"], answer=["1234"]) == [1.0]
+
+
+@pytest.mark.parametrize("text, want", [
+    ("<answer>5</answer>", 1.0),
+    ("  <think>3 + 2</think>\n<answer>5</answer>\n", 1.0),
+    ("<answer> </answer>", 0.0),
+    ("The answer: <answer>5</answer>", 0.0),     # prose before the tags
+    ("<answer>5</answer> and more", 0.0),        # talking after the answer
+    ("<answer>5", 0.0),
+    ("<answer><answer>5</answer>", 0.0),
+    ("5", 0.0),
+])
+def test_format_reward(text, want):
+    assert format_reward([text]) == [want]
+    assert format_reward([[{"role": "assistant", "content": text}]]) == [want]
+
+
+def test_countdown_reward_hand_cases():
+    nums, tgt = [3, 5, 2], 16
+    cases = {
+        "<answer>(3 + 5) * 2</answer>": 1.0,
+        "<answer>(3 + 5) * 2 = 16</answer>": 1.0,
+        "<answer>16 = 2 * (5 + 3)</answer>": 1.0,
+        "So 2 × (3 + 5) = 16.": 1.0,               # unicode times, no tags
+        r"\boxed{(5 + 3) * 2}": 1.0,
+        "<answer>(3 + 5) * 2 + 0</answer>": 0.0,   # 0 is not given
+        "<answer>(3 + 3) * 2</answer>": 0.0,       # 3 used twice, given once
+        "<answer>3 * 5 + 2</answer>": 0.0,         # 17, not 16
+        "<answer>16</answer>": 0.0,                # not an expression over the numbers
+        "<answer>2 ** 4</answer>": 0.0,
+        "<answer>(3 + 5) / (2 - 2)</answer>": 0.0,
+        "<answer>__import__('os')</answer>": 0.0,
+        "no idea": 0.0,
+        "": 0.0,
+    }
+    out = countdown_reward(list(cases), numbers=[nums] * len(cases), target=[tgt] * len(cases))
+    assert out == list(cases.values())
+    # exact division: (8 / 3) * 3 == 8, and numbers may repeat when given twice
+    assert countdown_reward(["<answer>(8 / 3) * 3</answer>", "<answer>3 + 3 + 8</answer>"],
+                            numbers=[[3, 3, 8], [3, 3, 8]], target=[8, 14]) == [1.0, 1.0]
+    assert countdown_reward(["<answer>(8 / 3) * 3</answer>"], numbers=[[3, 8]], target=[8]) == [0.0]
+    # a single row's numbers are broadcast
+    assert countdown_reward(["<answer>4 * 6</answer>"], numbers=[4, 6, 1], target=24) == [1.0]
+
+
+def test_countdown_reward_options():
+    c = ["<answer>4 * 6</answer>", "<answer>4 + 6</answer>", "<answer>7 * 1</answer>"]
+    assert countdown_reward(c, numbers=[[4, 6, 1]] * 3, target=[24] * 3, use_all_numbers=True) == [0.0, 0.0, 0.0]
+    assert countdown_reward(c, numbers=[[4, 6]] * 3, target=[24] * 3, use_all_numbers=True) == [1.0, 0.0, 0.0]
+    assert countdown_reward(c, numbers=[[4, 6]] * 3, target=[24] * 3, valid_expression_score=0.1) == [1.0, 0.1, 0.0]
+    with pytest.raises(ValueError, match="'target' has 2 entries"):
+        countdown_reward(c, numbers=[[4, 6]] * 3, target=[24, 24])
+
+
+def test_countdown_expression():
+    assert countdown_expression("Let me try. 3 + 4 = 7, then (3 + 4) * 2 = 14") == "(3 + 4) * 2"
+    assert countdown_expression("<answer> 24 = 4 * 6 </answer>") == "4 * 6"
+    assert countdown_expression("the year 2024") is None
+
+
+@pytest.mark.parametrize("expr, want", [
+    ("1 + 2 * 3", 7), ("(1 + 2) * 3", 9), ("7 / 2", Fraction(7, 2)), ("-3 + 5", 2), ("+4", 4), ("--4", 4),
+    ("8 ÷ 2 × 3 − 1", 11), ("  12  ", 12),
+])
+def test_safe_arith_accepts(expr, want):
+    assert safe_arith(expr).value == Fraction(want)
+
+
+@pytest.mark.parametrize("expr", INJECTIONS + [None, 5, "", "   ", "1 +", "()", "(1)(2)", "3 ** 2", "1e3"])
+def test_safe_arith_rejects(expr):
+    assert safe_arith(expr) is None
+
+
+def test_safe_arith_bounds():
+    assert safe_arith("(" * 20 + "1" + ")" * 20) is not None          # parentheses alone add no AST depth
+    assert safe_arith("-" * 40 + "1") is None                        # 40 unary minus nodes: too deep
+    assert safe_arith(" + ".join(["1"] * 60)) is None                # > 128 nodes
+    assert safe_arith(" * ".join(["999999999"] * 3)) is None         # beyond MAX_ABS
+    assert safe_arith("1000000000 + 1").value == 10**9 + 1
+    assert safe_arith("10000000000") is None                         # literal above MAX_LITERAL
+    assert safe_arith("1" * 300) is None                             # longer than MAX_LEN
+    assert safe_arith("3 - 5 * 2").literals == (3, 5, 2)
+
+
+def test_uses_only():
+    assert uses_only([3, 5], [5, 3, 1])
+    assert not uses_only([3, 3], [3, 5])
+    assert uses_only([3, 3], [3, 3])
+    assert not uses_only([1], None)
+
+
+def test_combine_and_check_rewards():
+    f = combine([arithmetic_reward, format_reward], weights=[1.0, 0.25])
+    assert f(["<answer>5</answer>", "5", "x"], answer=[5, 5, 5]) == [1.25, 1.0, 0.0]
+    assert f.__name__ == "arithmetic_reward+0.25*format_reward"
+    assert combine([format_reward])(["<answer>1</answer>"]) == [1.0]
+    with pytest.raises(ValueError, match="2 weights for 1 reward functions"):
+        combine([format_reward], [1, 2])
+    with pytest.raises(ValueError, match="at least one"):
+        combine([])
+
+    def short(completions, **kw):
+        return [1.0]
+
+    def nan(completions, **kw):
+        return [float("nan")] * len(completions)
+
+    with pytest.raises(ValueError, match="short returned 1 rewards for 2 completions"):
+        combine([short])(["a", "b"])
+    with pytest.raises(ValueError, match="nan returned nan at position 0"):
+        combine([nan])(["a"])
+    assert math.isnan(check_rewards([None], 1)[0])
+    with pytest.raises(ValueError, match="non-number at position 1"):
+        check_rewards([1.0, "x"], 2, "f")
+
+
+# --------------------------------------------------------------------------------------------- no code execution
+
+
+def test_reward_sources_never_call_eval_exec_compile():
+    pkg = Path(R.__file__).parent
+    banned = {"eval", "exec", "compile", "__import__", "globals", "locals", "vars"}
+    for path in pkg.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in banned:
+                raise AssertionError(f"{path.name}:{node.lineno} calls {node.func.id}()")
+
+
+def test_no_code_runs_while_scoring_injections(monkeypatch):
+    """eval/exec are unusable and compile may only build an AST while the rewards score hostile text."""
+    real_compile = builtins.compile
+
+    def ast_only_compile(source, filename, mode, flags=0, *args, **kwargs):
+        assert flags & ast.PyCF_ONLY_AST, "compile() called to produce code, not an AST"
+        return real_compile(source, filename, mode, flags, *args, **kwargs)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("eval/exec called")
+
+    monkeypatch.setattr(builtins, "eval", forbidden)
+    monkeypatch.setattr(builtins, "exec", forbidden)
+    monkeypatch.setattr(builtins, "compile", ast_only_compile)
+    comps = [f"<answer>{s}</answer>" for s in INJECTIONS] + INJECTIONS
+    n = len(comps)
+    assert countdown_reward(comps, numbers=[[1, 2, 9, 10]] * n, target=[97] * n) == [0.0] * n
+    assert sum(arithmetic_reward(comps, answer=[123456] * n)) == 0.0
+
+
+# --------------------------------------------------------------------------------------------- fuzzing
+
+def _all_rewards(completions):
+    n = len(completions)
+    return {
+        "arith": arithmetic_reward(completions, answer=[7] * n),
+        "gsm8k": gsm8k_reward(completions, answer=["#### 7"] * n),
+        "format": format_reward(completions),
+        "countdown": countdown_reward(completions, numbers=[[1, 2, 3, 4]] * n, target=[10] * n,
+                                      valid_expression_score=0.1),
+    }
+
+
+def _assert_well_formed(out, n):
+    for name, vals in out.items():
+        assert len(vals) == n, name
+        assert all(type(v) is float and v in (0.0, 0.1, 1.0) for v in vals), (name, vals)
+
+
+@settings(max_examples=FUZZ["text"])
+@given(st.lists(st.text(max_size=200), min_size=1, max_size=3))
+def test_fuzz_arbitrary_text_never_raises(texts):
+    _assert_well_formed(_all_rewards(texts), len(texts))
+
+
+_ARITH_ALPHABET = "0123456789+-*/() .,^%e_x×÷−<>answerboxed{}\\=\n"
+
+
+@settings(max_examples=FUZZ["arith_chars"])
+@given(st.text(alphabet=_ARITH_ALPHABET, max_size=120))
+def test_fuzz_arithmetic_looking_text(s):
+    r = safe_arith(s)
+    assert r is None or isinstance(r.value, Fraction)
+    _assert_well_formed(_all_rewards([s, f"<answer>{s}</answer>", rf"\boxed{{{s}}}"]), 3)
+
+
+def _exprs():
+    leaf = st.integers(0, 50).map(lambda v: (str(v), Fraction(v)))
+
+    def extend(children):
+        def binop(t):
+            (ls, lv), op, (rs, rv) = t
+            if op == "/" and rv == 0:
+                return ("(1 / 0)", None)
+            if lv is None or rv is None:
+                return (f"({ls} {op} {rs})", None)
+            val = {"+": lv + rv, "-": lv - rv, "*": lv * rv, "/": lv / rv if rv else None}[op]
+            return (f"({ls} {op} {rs})", val)
+        return st.one_of(
+            st.tuples(children, st.sampled_from("+-*/"), children).map(binop),
+            children.map(lambda c: (f"-{c[0]}", None if c[1] is None else -c[1])),
+        )
+    return st.recursive(leaf, extend, max_leaves=12)
+
+
+@settings(max_examples=FUZZ["trees"])
+@given(_exprs())
+def test_fuzz_safe_arith_matches_exact_arithmetic(expr_and_value):
+    """Random expression trees: safe_arith agrees with exact Fraction arithmetic done independently."""
+    expr, want = expr_and_value
+    got = safe_arith(expr)
+    if want is None:                       # a division by zero somewhere
+        assert got is None
+    elif got is not None:                  # None only when a size/magnitude bound bites
+        assert got.value == want
+    else:
+        assert abs(want.numerator) > 10**15 or want.denominator > 10**15 or len(expr) > 256 or expr.count("(") > 30
+
+
+@settings(max_examples=FUZZ["injection"])
+@given(st.sampled_from(INJECTIONS), st.sampled_from(["{}", "<answer>{}</answer>", r"\boxed{{{}}}", "So {} = 10.",
+                                                     "{} <answer>{}</answer>"]),
+       st.text(max_size=20))
+def test_fuzz_injections_score_zero(payload, wrapper, noise):
+    text = noise + wrapper.replace("{}", payload).replace("{{", "{").replace("}}", "}")
+    out = countdown_reward([text], numbers=[[1, 2, 9, 10]], target=[10])
+    assert out == [0.0] or out == [1.0] and "10" in noise  # only the noise itself could hold a valid answer
+    _assert_well_formed(_all_rewards([text]), 1)
+
+
+@settings(max_examples=FUZZ["nesting"])
+@given(st.integers(1, 3000), st.sampled_from(["(", "-", "+", "(-"]))
+def test_fuzz_deep_nesting(depth, unit):
+    s = unit * depth + "1" + ")" * (depth * unit.count("("))
+    r = safe_arith(s)
+    assert r is None or (len(s) <= 256 and abs(r.value) == 1)
+    if unit in ("-", "(-") and depth > 40:
+        assert r is None  # unary operators nest in the AST: bounded by MAX_DEPTH
+    _assert_well_formed(_all_rewards([s, f"<answer>{s}</answer>"]), 2)
+
+
+@settings(max_examples=FUZZ["huge"])
+@given(st.integers(1, 20000), st.sampled_from(["9", "12", "1,000,", "9**"]))
+def test_fuzz_huge_numbers(k, unit):
+    s = unit * k
+    _assert_well_formed(_all_rewards([s, f"<answer>{s}</answer>", s + " = 7"]), 3)
+
+
+@settings(max_examples=FUZZ["unicode"])
+@given(st.text(alphabet=st.characters(whitelist_categories=("Nd", "No", "Sm", "Pd")), min_size=1, max_size=40))
+def test_fuzz_unicode_digits_and_symbols(s):
+    out = _all_rewards([s, f"<answer>{s}</answer>"])
+    _assert_well_formed(out, 2)
+    if not any(c in "0123456789" for c in s):
+        assert out["arith"] == [0.0, 0.0] and out["countdown"] == [0.0, 0.0]
+
+
+_junk = st.recursive(st.none() | st.integers() | st.text(max_size=20) | st.booleans(),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(["role", "content", "text", "type"]), c, max_size=3),
+                     max_leaves=8)
+
+
+@settings(max_examples=FUZZ["chat"])
+@given(st.lists(_junk, min_size=1, max_size=4))
+def test_fuzz_malformed_chat_messages(comps):
+    _assert_well_formed(_all_rewards(comps), len(comps))
+
+
+def test_fuzz_case_count():
+    assert FUZZ_CASES == 2000
+    # every fuzz test declares its max_examples explicitly
+    src = inspect.getsource(inspect.getmodule(test_fuzz_case_count))
+    assert src.count("\n@settings(max_examples=FUZZ[") == len(FUZZ)
