@@ -299,6 +299,7 @@ def _convert_smollm2(target: Path) -> None:
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the finished cache is an ordinary directory
     try:
         model.save_pretrained(tmp)  # float32: the Q4_1 dequantized values are exact in fp32, not in bf16
         tokenizer.save_pretrained(tmp)

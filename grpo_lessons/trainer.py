@@ -56,6 +56,7 @@ __all__ = [
     "evaluate", "PromptStream", "load_history", "CHECKPOINT_NAME", "METRICS_NAME",
 ]
 
+DEFAULT_GROUP_SIZE = 8
 CHECKPOINT_NAME = "checkpoint.pt"
 METRICS_NAME = "metrics.csv"
 CONFIG_NAME = "config.json"
@@ -80,7 +81,7 @@ class TrainConfig:
     variant: str = "grpo"  # a grpo_lessons.variants name
     steps: int = 60
     prompts_per_step: int = 8
-    group_size: int = 8  # G completions per prompt
+    group_size: int | None = None  # G completions per prompt; None: 8, or the G that defines the variant (2-grpo: 2)
     lr: float = 2e-5
     beta: float | None = None  # KL coefficient; None -> variant default (grpo: 0.04, which loads a reference model)
     epsilon: float | None = None  # None -> the variant's paper value
@@ -109,6 +110,7 @@ class TrainConfig:
     mask_truncated_completions: bool | None = None  # DAPO overlong filtering; None -> variant default
     overlong_cache_len: int | None = None  # DAPO soft overlong penalty buffer (tokens); None: off
     reward_weights: tuple[float, ...] | None = None  # None -> the task's weights
+    max_minutes: float | None = None  # stop after this much wall time (then evaluate and checkpoint); None: no limit
     save_model: bool = False  # write the trained model (or adapter) to out/model at the end
     dtype: str | None = None  # None: float32 on CPU
     device: str = "cpu"
@@ -118,6 +120,8 @@ class TrainConfig:
         v = get_variant(self.variant)
         d = dataclasses.asdict(self)
         td = v.train_defaults
+        if d["group_size"] is None:
+            d["group_size"] = v.fixed_group_size or DEFAULT_GROUP_SIZE
         if d["beta"] is None:
             d["beta"] = float(td.get("beta", 0.0))
         if d["dynamic_sampling"] is None:
@@ -143,13 +147,16 @@ class TrainConfig:
             positive_int(name)
         for name in ("eval_every", "eval_size", "checkpoint_every", "max_resample_rounds"):
             positive_int(name, allow_zero=True)
-        if not isinstance(self.group_size, int) or self.group_size < 2:
+        G = self.group_size if self.group_size is not None else (v.fixed_group_size or DEFAULT_GROUP_SIZE)
+        if v.fixed_group_size is not None and G != v.fixed_group_size:
             raise ValueError(
-                f"group_size must be >= 2, got {self.group_size!r}: GRPO's advantage compares the completions of "
+                f"variant {v.name!r} is defined by group_size={v.fixed_group_size} ({v.title}); got group_size={G}. "
+                f"Leave group_size unset, or use variant 'grpo' for other group sizes")
+        if not isinstance(G, int) or isinstance(G, bool) or G < 2:
+            raise ValueError(
+                f"group_size must be >= 2, got {G!r}: GRPO's advantage compares the completions of "
                 "one prompt with each other, and a group of one has nothing to compare with (its advantage is "
                 "always 0, so nothing is learned)")
-        if v.advantage_scale == "none" and self.group_size < 2:  # pragma: no cover - caught above
-            raise ValueError("group_size must be >= 2")
         if not self.lr > 0 or not math.isfinite(self.lr):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
         if not self.temperature > 0:
@@ -164,6 +171,8 @@ class TrainConfig:
                 "(DAPO's buffer: the last overlong_cache_len tokens before the limit are penalised linearly)")
         if self.generation_batch_size is not None:
             positive_int("generation_batch_size")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError(f"max_minutes must be > 0 (or None), got {self.max_minutes!r}")
         if self.trainable_layers is not None:
             positive_int("trainable_layers")
         if not self.out:
@@ -423,6 +432,8 @@ class Trainer:
                  eval_rows: Sequence[dict] | None = None, reward_funcs: Sequence[Callable] | None = None,
                  reward_weights: Sequence[float] | None = None, accuracy_fn: Callable | None = None) -> None:
         cfg.validate()
+        if cfg.group_size is None:  # fill in G so that every later cfg.group_size is a number
+            cfg = dataclasses.replace(cfg, group_size=get_variant(cfg.variant).fixed_group_size or DEFAULT_GROUP_SIZE)
         self.cfg = cfg
         self.conf = cfg.resolved()
         self.variant = get_variant(cfg.variant)
@@ -731,7 +742,7 @@ class Trainer:
             "resample_rounds": st["resample_rounds"],
             "completions_sampled": st["completions_sampled"],
         }
-        if self._eval_due(self.step_count):
+        if self._eval_due(self.step_count) or self._time_up(time.perf_counter() - t0):
             row.update(self._eval_fields(self.evaluate()))
         row["seconds"] = time.perf_counter() - t0
         self.elapsed += row["seconds"]
@@ -740,9 +751,14 @@ class Trainer:
         self.history.append(row)
         _append_csv(self.csv_path, self.columns, row)
         every = self.cfg.checkpoint_every
-        if self.step_count == self.cfg.steps or (every and self.step_count % every == 0):
+        if self.step_count == self.cfg.steps or (every and self.step_count % every == 0) or self._time_up():
             self.save_checkpoint()
         return row
+
+    def _time_up(self, running: float = 0.0) -> bool:
+        """True once ``max_minutes`` of (this run's) wall time have been used."""
+        limit = self.cfg.max_minutes
+        return limit is not None and self.elapsed + running >= 60.0 * limit
 
     # ----- checkpoints
     def save_checkpoint(self, path: str | os.PathLike | None = None) -> Path:
@@ -831,7 +847,7 @@ class Trainer:
         bar = tqdm(total=self.cfg.steps, initial=self.step_count, disable=not progress, desc="GRPO",
                    dynamic_ncols=True)
         try:
-            while self.step_count < self.cfg.steps:
+            while self.step_count < self.cfg.steps and not self._time_up():
                 row = self.step()
                 bar.update(1)
                 bar.set_postfix_str(_postfix(row, self.history))

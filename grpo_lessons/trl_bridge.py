@@ -100,8 +100,8 @@ def _derived_fields(v: Variant) -> dict[str, Any]:
     for name in _TRAIN_FIELDS:
         if name in v.train_defaults:
             fields[name] = v.train_defaults[name]
-    if v.train_defaults.get("group_size") == 2:  # 2-GRPO: G = 2 defines the method
-        fields["num_generations"] = 2
+    if v.fixed_group_size is not None:  # 2-GRPO: G = 2 defines the method
+        fields["num_generations"] = v.fixed_group_size
     return fields
 
 

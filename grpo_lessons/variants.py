@@ -65,6 +65,13 @@ class Variant:
         object.__setattr__(self, "trl", _frozen(self.trl))
 
     @property
+    def fixed_group_size(self) -> int | None:
+        """G when the method is defined by it (2-GRPO: G = 2), else None (G is a free hyper-parameter)."""
+        if self.train_defaults.get("group_size_defines_method"):
+            return int(self.train_defaults["group_size"])
+        return None
+
+    @property
     def loss_params(self) -> tuple[str, ...]:
         """Hyper-parameter names the objective accepts."""
         return OBJECTIVES[self.objective][1]
@@ -189,7 +196,7 @@ register(Variant(
     advantage_scale="group", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
     citation="Wu et al. 2025, It Takes Two: Your GRPO Is Secretly DPO, arXiv 2510.00977",
     loss_defaults={"epsilon": 0.2, "epsilon_high": None},
-    train_defaults={"beta": 0.0, "group_size": 2, "prompts_per_batch_factor": 8},
+    train_defaults={"beta": 0.0, "group_size": 2, "group_size_defines_method": True, "prompts_per_batch_factor": 8},
     trl={"loss_type": "grpo", "num_generations": 2, "scale_rewards": "group", "beta": 0.0},
     notebook="08_two_grpo.ipynb",
     notes="No new loss: G = 2 with 8x the prompts per batch (same rollouts). Advantages are +-0.7071 or 0.",

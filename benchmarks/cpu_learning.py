@@ -1,0 +1,238 @@
+"""CPU learning benchmark: does GRPO make SmolLM2-135M-Instruct better at a generated task on a laptop CPU?
+
+Trains the offline SmolLM2-135M-Instruct with :func:`grpo_lessons.trainer.train` on one generated
+arithmetic task and reports greedy held-out accuracy before and after, wall time, steps per minute
+and peak memory (RSS).  Target (issue 3): accuracy up by >= 20 points absolute within 30 minutes
+on a 2-core machine.
+
+    HF_HUB_OFFLINE=1 python benchmarks/cpu_learning.py                 # the committed configuration
+    HF_HUB_OFFLINE=1 python benchmarks/cpu_learning.py --minutes 4 --out /tmp/probe   # a short probe
+
+Writes to ``--out`` (default ``benchmarks/results/cpu_learning/``): ``metrics.csv`` (one row per step),
+``curves.png``, ``result.json`` (numbers, configuration, machine) and ``RESULT.md`` (the same, readable).
+The trainer's checkpoint (≈1.6 GB for full fine-tuning) is deleted at the end unless ``--keep-checkpoint``.
+
+This is a script, not a test: it takes tens of minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import sys
+import time
+from dataclasses import fields, replace
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from grpo_lessons.data import ARITHMETIC_LEVELS, arithmetic_rows, get_task  # noqa: E402
+from grpo_lessons.rewards import arithmetic_reward  # noqa: E402
+from grpo_lessons.trainer import TrainConfig, Trainer  # noqa: E402
+from grpo_lessons.viz.training import save_plot  # noqa: E402
+
+
+def machine() -> dict:
+    cpu = platform.processor() or ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = None
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem = round(int(line.split()[1]) / 1024**2, 1)
+    except OSError:
+        pass
+    return {
+        "cpu": cpu, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "memory_gb": mem, "platform": platform.platform(), "python": platform.python_version(),
+        "torch": torch.__version__, "load_average_at_start": os.getloadavg(),
+    }
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "cpu_learning"))
+    p.add_argument("--level", default="default", choices=["default"] + sorted(ARITHMETIC_LEVELS),
+                   help="default: the registered arithmetic task (data/PROBE.md); else a named level, generated here")
+    p.add_argument("--prompt-style", default="only_number", help="with --level other than default")
+    p.add_argument("--train-size", type=int, default=400)
+    p.add_argument("--eval-size", type=int, default=100)
+    p.add_argument("--minutes", type=float, default=30.0, help="training time budget (evaluations included)")
+    p.add_argument("--steps", type=int, default=400, help="upper bound on steps; --minutes usually ends the run")
+    p.add_argument("--prompts-per-step", type=int, default=8)
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--lr", type=float, default=3e-5)
+    p.add_argument("--beta", type=float, default=0.0)
+    p.add_argument("--variant", default="grpo")
+    p.add_argument("--max-new-tokens", type=int, default=12)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--eval-every", type=int, default=10)
+    p.add_argument("--overlong-cache-len", type=int, default=None,
+                   help="DAPO soft overlong penalty over the last N tokens before --max-new-tokens")
+    p.add_argument("--mask-truncated", action="store_true", help="DAPO overlong filtering")
+    p.add_argument("--dynamic-sampling", action="store_true")
+    p.add_argument("--micro-batch-size", type=int, default=32)
+    p.add_argument("--trainable-layers", type=int, default=None)
+    p.add_argument("--lora", action="store_true")
+    p.add_argument("--lora-r", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads; 1 is the fastest on a 2-core machine shared with other work")
+    p.add_argument("--keep-checkpoint", action="store_true")
+    p.add_argument("--note", default="", help="free text recorded in the results")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    run_dir = out / "run"
+    out.mkdir(parents=True, exist_ok=True)
+    if args.level == "default":
+        task = get_task("arithmetic")
+        spec = task.spec
+        train_rows = task.rows("train")[:args.train_size]
+        eval_rows = task.rows("test")[:args.eval_size]
+        level = f"ops {spec.ops!r}, operands {spec.min_operand}-{spec.max_operand}"
+    else:
+        spec = replace(ARITHMETIC_LEVELS[args.level], prompt_style=args.prompt_style)
+        train_rows = arithmetic_rows(args.train_size, args.seed, spec, split="train")
+        eval_rows = arithmetic_rows(args.eval_size, args.seed + 1, spec, split="test",
+                                    exclude={r["question"] for r in train_rows})
+        level = args.level
+    args.level_desc = f"{level} / {spec.prompt_style}"
+    cfg = TrainConfig(
+        model="smollm2", task="arithmetic", variant=args.variant, steps=args.steps,
+        prompts_per_step=args.prompts_per_step, group_size=args.group_size, lr=args.lr, beta=args.beta,
+        max_new_tokens=args.max_new_tokens, temperature=args.temperature, eval_every=args.eval_every,
+        eval_size=args.eval_size, micro_batch_size=args.micro_batch_size, seed=args.seed, out=str(run_dir),
+        lora=args.lora, lora_r=args.lora_r, lora_alpha=2 * args.lora_r, trainable_layers=args.trainable_layers,
+        max_minutes=args.minutes, overlong_cache_len=args.overlong_cache_len,
+        mask_truncated_completions=args.mask_truncated or None, dynamic_sampling=args.dynamic_sampling or None,
+    )
+    info = machine()
+    t0 = time.perf_counter()
+    trainer = Trainer(cfg, train_rows=train_rows, eval_rows=eval_rows, reward_funcs=[arithmetic_reward])
+    load_s = time.perf_counter() - t0
+    print(f"loaded in {load_s:.0f} s; task {args.level_desc}: {len(train_rows)} train, "
+          f"{len(eval_rows)} held-out prompts, e.g. {train_rows[0]['prompt'][-1]['content']!r}", flush=True)
+
+    def report(history):
+        r = history[-1]
+        acc = "" if r.get("accuracy") is None else f" accuracy {r['accuracy']:.3f}"
+        rew = "" if r.get("reward_mean") is None else (
+            f" reward {r['reward_mean']:.3f} len {r['completion_len']:.1f} cut {r['truncated_frac']:.2f}"
+            f" zero-std {r['frac_zero_std_groups']:.2f}"
+            f" {r['seconds']:.1f}s")
+        print(f"step {r['step']}:{rew}{acc}", flush=True)
+
+    result = trainer.run(progress=False, callback=report)
+    wall = time.perf_counter() - t0
+    hist = result.history
+    trained = [r for r in hist if r.get("seconds") is not None]
+    train_s = sum(r["seconds"] for r in trained)
+    before, after = result.initial_eval["accuracy"], result.final_eval["accuracy"]
+    rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # Linux: KiB
+    info["load_average_at_end"] = os.getloadavg()
+    summary = {
+        "task": f"arithmetic ({args.level_desc})",
+        "example_prompt": train_rows[0]["prompt"],
+        "accuracy_before": before,
+        "accuracy_after": after,
+        "gain_points": round(100 * (after - before), 1),
+        "target_met": after - before >= 0.20 and train_s <= 30 * 60 + 60,
+        "steps": len(trained),
+        "training_minutes": round(train_s / 60, 2),
+        "steps_per_minute": round(len(trained) / (train_s / 60), 3) if train_s else None,
+        "model_load_seconds": round(load_s, 1),
+        "wall_minutes_total": round(wall / 60, 2),
+        "peak_rss_gb": round(rss_gb, 2),
+        "eval": {"held_out_prompts": len(eval_rows), "decoding": "greedy",
+                 "accuracy": "share of held-out prompts whose last number (or <answer>) equals the answer"},
+        "config": result.config,
+        "machine": info,
+        "note": args.note or ("CPU shared with other processes (other agents' jobs) while this ran: slower than "
+                              "an idle machine; see load_average_*"),
+    }
+    summary["examples_after"] = examples(result.model, result.tokenizer, eval_rows[:8], args.max_new_tokens)
+    shutil.copyfile(result.csv_path, out / "metrics.csv")
+    save_plot(hist, out / "curves.png",
+              title=f"GRPO, SmolLM2-135M-Instruct, {summary['task']}: {before:.0%} -> {after:.0%}")
+    (out / "result.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    (out / "RESULT.md").write_text(markdown(summary))
+    if not args.keep_checkpoint:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    print(json.dumps({k: summary[k] for k in ("accuracy_before", "accuracy_after", "gain_points", "steps",
+                                               "training_minutes", "steps_per_minute", "peak_rss_gb")}))
+    return 0
+
+
+def examples(model, tok, rows, max_new_tokens) -> list[dict]:
+    """Greedy completions of a few held-out questions after training (what the accuracy measured)."""
+    from grpo_lessons.rollout import generate_completions
+
+    ro = generate_completions(model, tok, [r["prompt"] for r in rows], 1, max_new_tokens=max_new_tokens,
+                              temperature=None, compute_logps=False)
+    scores = arithmetic_reward(ro.texts, answer=[r["answer"] for r in rows])
+    return [{"question": r["question"], "answer": r["answer"], "completion": t, "ended_with_eos": bool(e),
+             "reward": s} for r, t, e, s in zip(rows, ro.texts, ro.is_eos.tolist(), scores)]
+
+
+def markdown(s: dict) -> str:
+    c, m = s["config"], s["machine"]
+    keys = ["variant", "lr", "beta", "prompts_per_step", "group_size", "max_new_tokens", "temperature", "lora",
+            "trainable_layers", "micro_batch_size", "max_grad_norm", "seed"]
+    lines = [
+        "# CPU learning benchmark (`benchmarks/cpu_learning.py`)",
+        "",
+        f"SmolLM2-135M-Instruct (offline, full precision), GRPO on `{s['task']}`, "
+        f"e.g. *{s['example_prompt'][-1]['content']}*",
+        "",
+        "| held-out accuracy before | after | gain | steps | training time | steps/min | peak RSS |",
+        "|---|---|---|---|---|---|---|",
+        f"| {s['accuracy_before']:.1%} | {s['accuracy_after']:.1%} | {s['gain_points']:+.1f} points | {s['steps']} | "
+        f"{s['training_minutes']:.1f} min | {s['steps_per_minute']} | {s['peak_rss_gb']} GB |",
+        "",
+        f"Held-out: {s['eval']['held_out_prompts']} prompts not in the training set, greedy decoding; "
+        f"evaluations run inside the training time. Target (>= +20 points within 30 min): "
+        f"**{'met' if s['target_met'] else 'not met'}**.",
+        "",
+        "Configuration: " + ", ".join(f"`{k}={c.get(k)}`" for k in keys),
+        "",
+        f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, {m['torch_threads']} torch threads, "
+        f"{m['memory_gb']} GB RAM, torch {m['torch']}, Python {m['python']}. Load average at start "
+        f"{tuple(round(x, 2) for x in m['load_average_at_start'])}, at end "
+        f"{tuple(round(x, 2) for x in m['load_average_at_end'])}.",
+        "",
+        f"Note: {s['note']}",
+        "",
+        "Greedy completions of held-out questions after training:",
+        "",
+        *[f"- {e['question']} -> `{e['completion']!r}` ({'right' if e['reward'] else 'wrong'}"
+          f"{'' if e['ended_with_eos'] else ', cut at the token limit'})" for e in s.get("examples_after", [])],
+        "",
+        "Files: `metrics.csv` (one row per step), `curves.png`, `result.json`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,276 @@
+"""The GRPO loop on tiny Qwen models: metrics, determinism, resume after a kill, dynamic sampling, bad input."""
+
+import csv
+import math
+
+import pytest
+import torch
+
+from grpo_lessons import group_advantages
+from grpo_lessons.models import tiny_qwen, tiny_tokenizer
+from grpo_lessons.rewards import completion_text
+from grpo_lessons.trainer import (METRICS_NAME, PromptStream, TrainConfig, Trainer, load_history,
+                                  score_completions, train)
+
+ROWS = [{"prompt": [{"role": "user", "content": f"What is {a} + {b}?"}], "answer": a + b, "kind": "vary"}
+        for a in range(3) for b in range(4)]
+EVAL = ROWS[:4]
+
+
+def digits(completions, **kw):
+    """A stand-in reward with variance on a random model: the share of digit characters."""
+    out = []
+    for c in completions:
+        t = completion_text(c)
+        out.append(sum(ch.isdigit() for ch in t) / max(1, len(t)))
+    return out
+
+
+def const_or_digits(completions, kind, **kw):
+    """1.0 for every completion of a 'const' row (a group with no signal), else ``digits``."""
+    d = digits(completions)
+    return [1.0 if k == "const" else x for k, x in zip(kind, d)]
+
+
+def cfg(tmp_path, name="run", **kw):
+    base = dict(model="tiny-qwen2", steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6, lr=1e-3,
+                eval_size=4, eval_every=2, out=str(tmp_path / name), seed=0, beta=0.0, micro_batch_size=8)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def run(c, **kw):
+    kw.setdefault("train_rows", ROWS)
+    kw.setdefault("eval_rows", EVAL)
+    kw.setdefault("reward_funcs", [digits])
+    return train(c, progress=False, **kw)
+
+
+def strip_time(history):
+    return [{k: v for k, v in r.items() if k not in ("seconds", "elapsed")} for r in history]
+
+
+def test_history_csv_and_columns(tmp_path):
+    res = run(cfg(tmp_path, beta=0.04))
+    h = res.history
+    assert [r["step"] for r in h] == [0, 1, 2]
+    assert h[0]["accuracy"] is not None and h[0]["reward_mean"] is None  # step 0: evaluation only
+    for key in ("step", "reward_mean", "reward_std", "accuracy", "kl", "clip_frac", "completion_len", "loss",
+                "frac_zero_std_groups", "resample_rounds", "seconds", "reward_digits", "grad_norm"):
+        assert key in h[1], key
+    assert h[1]["kl"] is not None and h[1]["kl"] >= 0 and h[2]["accuracy"] is not None
+    assert res.final_eval["step"] == 2 and res.initial_eval["step"] == 0
+    assert load_history(res.csv_path) == h or strip_time(load_history(res.csv_path)) == strip_time(h)
+    with open(res.csv_path) as f:
+        lines = f.read().splitlines()
+    assert len(lines) == 1 + len(h) and len({line.count(",") for line in lines}) == 1
+    assert (tmp_path / "run" / "config.json").is_file() and res.checkpoint_path.is_file()
+
+
+def test_seeded_runs_reproduce(tmp_path):
+    a = run(cfg(tmp_path, "a", mu=2))
+    b = run(cfg(tmp_path, "b", mu=2))
+    assert strip_time(a.history) == strip_time(b.history)
+    c = run(cfg(tmp_path, "c", mu=2, seed=1))
+    assert strip_time(c.history) != strip_time(a.history)
+
+
+def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path):
+    full = run(cfg(tmp_path, "full", steps=4, checkpoint_every=2))
+
+    class Kill(Exception):
+        pass
+
+    def kill_at_3(history):
+        if history[-1]["step"] == 3:  # step 3 is logged but not checkpointed: a kill loses it
+            raise Kill
+
+    with pytest.raises(Kill):
+        run(cfg(tmp_path, "killed", steps=4, checkpoint_every=2), callback=kill_at_3)
+    assert [r["step"] for r in load_history(tmp_path / "killed" / METRICS_NAME)] == [0, 1, 2, 3]
+    resumed = run(cfg(tmp_path, "killed", steps=4, checkpoint_every=2, resume=True))
+    assert strip_time(resumed.history) == strip_time(full.history)
+    assert strip_time(load_history(tmp_path / "killed" / METRICS_NAME)) == strip_time(full.history)
+    for (n, p), (m, q) in zip(full.model.named_parameters(), resumed.model.named_parameters()):
+        assert n == m and torch.equal(p, q), n
+
+    # Two steps, then resume to four: the same again (checkpoint at the end of the short run).
+    run(cfg(tmp_path, "short", steps=2))
+    longer = run(cfg(tmp_path, "short", steps=4, resume=True))
+    assert strip_time(longer.history) == strip_time(full.history)
+
+
+def test_resume_refuses_different_settings(tmp_path):
+    run(cfg(tmp_path, "x", steps=1, eval_size=0))
+    with pytest.raises(ValueError, match="different settings.*lr"):
+        run(cfg(tmp_path, "x", steps=2, eval_size=0, lr=5e-4, resume=True))
+
+
+def test_prompt_stream_order_and_state():
+    s = PromptStream(5, seed=3)
+    first = s.take(7)
+    assert sorted(first[:5]) == list(range(5)) and s.state() == {"epoch": 1, "pos": 2}
+    again = PromptStream(5, seed=3, epoch=1, pos=2)
+    assert again.take(4) == s.take(4)
+
+
+def test_step_pieces_by_hand(tmp_path):
+    tr = Trainer(cfg(tmp_path, eval_size=0), train_rows=ROWS, reward_funcs=[digits])
+    batch = tr.sample_batch()
+    G = tr.cfg.group_size
+    assert len(batch.rewards) == 2 * G and batch.loss_mask.shape == batch.rollout.completion_ids.shape
+    torch.testing.assert_close(batch.advantages, group_advantages(batch.rewards, G))
+    total, parts = score_completions(batch.rollout, batch.rows, [digits])
+    torch.testing.assert_close(total, batch.rewards)
+    before = [p.detach().clone() for p in tr.params]
+    m = tr.update(batch)
+    assert m["ratio_mean"] == pytest.approx(1.0) and m["clip_frac"] == 0.0  # mu = 1: on policy
+    assert any(not torch.equal(a, b) for a, b in zip(before, tr.params))
+
+
+@pytest.mark.parametrize("variant", ["grpo", "dapo", "dr_grpo"])
+def test_micro_batches_add_up_to_the_full_batch(tmp_path, variant):
+    tok = tiny_tokenizer()
+    params = []
+    for mb in (4, 8):  # one group per micro-batch vs the whole batch at once
+        model = tiny_qwen(tok)
+        tr = Trainer(cfg(tmp_path, f"mb{mb}", eval_size=0, micro_batch_size=mb, variant=variant,
+                         max_grad_norm=1e9), model=model, tokenizer=tok, train_rows=ROWS, reward_funcs=[digits])
+        tr.optimizer = torch.optim.SGD(tr.params, lr=1.0)  # the step is minus the accumulated gradient
+        tr.update(tr.sample_batch())
+        params.append([p.detach().clone() for p in tr.params])
+    for a, b in zip(*params):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_dynamic_sampling_drops_all_equal_groups_and_refills(tmp_path):
+    rows = [dict(r, kind="const" if i % 2 else "vary") for i, r in enumerate(ROWS)]
+    tr = Trainer(cfg(tmp_path, eval_size=0, prompts_per_step=3, dynamic_sampling=True, max_resample_rounds=6),
+                 train_rows=rows, reward_funcs=[const_or_digits])
+    b = tr.sample_batch()
+    assert all(r["kind"] == "vary" for r in b.rows) and len(b.rows) == 3
+    assert b.stats["resample_rounds"] >= 1 and b.stats["frac_zero_std_groups"] > 0
+    # the bound: with every group constant, sampling stops after max_resample_rounds and trains on nothing
+    tr2 = Trainer(cfg(tmp_path, "b", eval_size=0, dynamic_sampling=True, max_resample_rounds=2),
+                  train_rows=[dict(r, kind="const") for r in ROWS], reward_funcs=[const_or_digits])
+    row = tr2.step()
+    assert row["resample_rounds"] == 2 and row["groups_trained"] == 0 and row["loss"] is None
+    assert row["frac_zero_std_groups"] == 1.0 and row["completions_sampled"] == 3 * 2 * 4
+
+
+def test_overlong_filtering_and_soft_penalty(tmp_path):
+    tr = Trainer(cfg(tmp_path, eval_size=0, mask_truncated_completions=True, overlong_cache_len=2),
+                 train_rows=ROWS, reward_funcs=[digits])
+    b = tr.sample_batch()
+    trunc = b.rollout.truncated
+    assert bool(trunc.all())  # a random tiny model never stops within 6 tokens
+    assert float(b.loss_mask.sum()) == 0.0
+    torch.testing.assert_close(b.stats["overlong_penalty"], torch.full((8,), -1.0))
+    before = [p.detach().clone() for p in tr.params]
+    m = tr.update(b)
+    assert m["loss"] == 0.0 and all(torch.equal(a, p) for a, p in zip(before, tr.params))
+
+
+def test_lora_with_kl_uses_the_adapter_free_model_as_reference(tmp_path):
+    pytest.importorskip("peft")
+    res = run(cfg(tmp_path, lora=True, lora_r=4, beta=0.1, lr=1e-2, steps=2, eval_size=0))
+    assert res.history[0]["kl"] == pytest.approx(0.0, abs=1e-7)  # LoRA starts at B = 0: policy == reference
+    assert res.history[1]["kl"] > 0
+    names = [n for n, p in res.model.named_parameters() if p.requires_grad]
+    assert names and all("lora_" in n for n in names)
+
+
+def test_trainable_layers_freezes_the_bottom(tmp_path):
+    tr = Trainer(cfg(tmp_path, eval_size=0, trainable_layers=1), train_rows=ROWS, reward_funcs=[digits])
+    names = [n for n, p in tr.model.named_parameters() if p.requires_grad]
+    assert names and all(n.startswith(("model.layers.1.", "model.norm")) for n in names)
+
+
+# --------------------------------------------------------------------------------------------
+# Bad input: a clear error naming the problem, and nothing half-written.
+# --------------------------------------------------------------------------------------------
+
+def assert_csv_whole(path):
+    with open(path) as f:
+        rows = list(csv.reader(f))
+    assert all(len(r) == len(rows[0]) for r in rows), "a partial row was written"
+    return rows
+
+
+def test_empty_dataset(tmp_path):
+    with pytest.raises(ValueError, match="training set is empty"):
+        run(cfg(tmp_path), train_rows=[])
+    with pytest.raises(ValueError, match="evaluation set is empty"):
+        run(cfg(tmp_path), eval_rows=[])
+    assert not (tmp_path / "run").exists()
+
+
+def test_group_size_one(tmp_path):
+    with pytest.raises(ValueError, match="group_size must be >= 2"):
+        run(cfg(tmp_path, group_size=1))
+
+
+def test_prompt_longer_than_the_context(tmp_path):
+    long = [{"prompt": [{"role": "user", "content": "What is 1 + 1? " * 200}], "answer": 2, "kind": "vary"}]
+    with pytest.raises(ValueError, match=r"do not fit the model's context of 512 tokens.*row 1"):
+        run(cfg(tmp_path), train_rows=ROWS + long)
+    assert not (tmp_path / "run").exists()
+
+
+def test_model_that_emits_nothing(tmp_path):
+    tok = tiny_tokenizer()
+    model = tiny_qwen(tok)
+    head = torch.nn.Linear(model.config.hidden_size, model.config.vocab_size, bias=True)
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.fill_(-1e4)
+        head.bias[tok.eos_token_id] = 0.0  # EOS is the only token it ever produces
+    model.lm_head = head
+    with pytest.raises(RuntimeError, match="only empty completions"):
+        run(cfg(tmp_path, eval_size=0), model=model, tokenizer=tok)
+    assert_csv_whole(tmp_path / "run" / METRICS_NAME)
+
+
+def wrong_length(completions, **kw):
+    return [0.0] * (len(completions) - 1)
+
+
+def nan_reward(completions, **kw):
+    return [math.nan] + [0.0] * (len(completions) - 1)
+
+
+@pytest.mark.parametrize("fn, message", [(wrong_length, r"'wrong_length' returned 7 rewards for 8 completions"),
+                                         (nan_reward, r"'nan_reward' returned nan at position 0")])
+def test_bad_reward_function(tmp_path, fn, message):
+    with pytest.raises(ValueError, match=message):
+        run(cfg(tmp_path, eval_size=0), reward_funcs=[digits, fn])
+    rows = assert_csv_whole(tmp_path / "run" / METRICS_NAME)
+    assert len(rows) == 1  # the header only: the failing step left no row
+
+
+def test_bad_settings(tmp_path):
+    with pytest.raises(ValueError, match="unknown variant"):
+        cfg(tmp_path, variant="nope").validate()
+    with pytest.raises(ValueError, match="reward weights"):
+        run(cfg(tmp_path, reward_weights=(1.0, 2.0)))
+    with pytest.raises(ValueError, match="overlong_cache_len"):
+        cfg(tmp_path, overlong_cache_len=100).validate()
+    with pytest.raises(ValueError, match="steps"):
+        cfg(tmp_path, steps=0).validate()
+
+
+def test_two_grpo_trains_with_the_group_size_that_defines_it(tmp_path):
+    # 2-GRPO *is* GRPO at G = 2: leaving group_size unset must give 2, and any other G is refused.
+    assert TrainConfig(variant="2-grpo").resolved()["group_size"] == 2
+    assert TrainConfig(variant="grpo").resolved()["group_size"] == 8
+    with pytest.raises(ValueError, match=r"defined by group_size=2.*got group_size=8"):
+        TrainConfig(variant="2-grpo", group_size=8).validate()
+    tr = Trainer(cfg(tmp_path, variant="2-grpo", group_size=None, eval_size=0), train_rows=ROWS,
+                 reward_funcs=[digits])
+    batch = tr.sample_batch()
+    assert tr.cfg.group_size == 2 and batch.rollout.group_size == 2 and len(batch.rewards) == 2 * 2
+    # two completions per group: advantages are +-1/sqrt(2) (or 0 for a tie), as in the paper
+    a = batch.advantages.view(-1, 2)
+    for pair in a:
+        assert torch.allclose(pair.abs(), torch.full((2,), 2 ** -0.5), atol=1e-3) or bool((pair == 0).all())
+    assert float(a.sum(1).abs().max()) < 1e-6
