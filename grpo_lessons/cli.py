@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="completions per prompt (default: 8; 2-grpo: 2, the G that defines it)")
     t.add_argument("--lr", type=float, default=d.lr)
     t.add_argument("--beta", type=float, default=None, help="KL coefficient (default: the variant's)")
-    t.add_argument("--epsilon", type=float, default=None, help="clip range (default: the variant's)")
+    t.add_argument("--epsilon", type=float, default=None, help="clip range; given alone it sets both sides, as in TRL (default: the variant's pair)")
     t.add_argument("--epsilon-high", type=float, default=None)
     t.add_argument("--mu", type=int, default=d.mu, help="optimiser steps per sampled batch")
     t.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)

@@ -80,7 +80,8 @@ def policy_loss(
     ``gspo_token``, ``sapo``, ``2-grpo``; named as TRL's ``loss_type`` where TRL has one).
     ``epsilon`` / ``epsilon_high`` (and objective options such as ``tau_pos``, ``tau_neg``)
     default to the *paper's* values in the registry: 0.2 for GRPO, 0.2 / 0.28 for DAPO,
-    3e-4 / 4e-4 for GSPO.  ``epsilon_high=None`` means ``epsilon`` unless the variant says otherwise.
+    3e-4 / 4e-4 for GSPO.  Passing ``epsilon`` without ``epsilon_high`` gives the symmetric range
+    ``[1 - epsilon, 1 + epsilon]`` (TRL's rule); passing neither keeps the variant's pair.
 
     ``beta * KL`` (needs ``ref_logp``): per token ``k3`` (or ``kl_kind``) of KL(pi_theta || pi_ref).
     With ``kl_importance_weighted=True`` (TRL's default ``use_bias_correction_kl=True``) the term is
@@ -139,6 +140,10 @@ def policy_loss(
     if "epsilon" in accepted:
         if epsilon is not None:
             params["epsilon"] = epsilon
+            # An explicit epsilon alone gives the symmetric range, as TRL's GRPOConfig does (epsilon_high
+            # defaults to epsilon): keeping the variant's own epsilon_high would silently pair, e.g., GSPO's
+            # 4e-4 with epsilon=0.2 -- a clip range of [0.8, 1.0004].
+            params["epsilon_high"] = epsilon
         if epsilon_high is not None:
             params["epsilon_high"] = epsilon_high
         if params["epsilon_high"] is None:

@@ -182,6 +182,20 @@ def test_defaults_come_from_the_registry():
     assert policy_loss(logp, old, adv, mask).variant == "dapo"
 
 
+def test_an_explicit_epsilon_alone_gives_the_symmetric_range():
+    # TRL's rule (epsilon_high defaults to epsilon). Keeping GSPO's 4e-4 next to epsilon=0.2 would clip
+    # every ratio above 1.0004 -- a silent wrong number.
+    logp, old, adv, mask = batch(0)
+    assert policy_loss(logp, old, adv, mask, variant="gspo", epsilon=0.2).params == {"epsilon": 0.2,
+                                                                                      "epsilon_high": 0.2}
+    assert policy_loss(logp, old, adv, mask, variant="dapo", epsilon=0.1).params["epsilon_high"] == 0.1
+    assert policy_loss(logp, old, adv, mask, variant="dapo", epsilon=0.1, epsilon_high=0.3).params == {
+        "epsilon": 0.1, "epsilon_high": 0.3}
+    sym = policy_loss(logp, old, adv, mask, variant="gspo", epsilon=0.2).loss
+    both = policy_loss(logp, old, adv, mask, variant="gspo", epsilon=0.2, epsilon_high=0.2).loss
+    assert torch.equal(sym, both)
+
+
 @pytest.mark.parametrize(
     "mutate, exc, msg",
     [
