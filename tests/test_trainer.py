@@ -274,3 +274,29 @@ def test_two_grpo_trains_with_the_group_size_that_defines_it(tmp_path):
     for pair in a:
         assert torch.allclose(pair.abs(), torch.full((2,), 2 ** -0.5), atol=1e-3) or bool((pair == 0).all())
     assert float(a.sum(1).abs().max()) < 1e-6
+
+
+def alternating_or_const(completions, kind, **kw):
+    """1.0 for a 'const' row's completions (all-equal group), 0/1 alternating for a 'vary' row (informative)."""
+    return [1.0 if k == "const" else float(i % 2) for i, k in enumerate(kind)]
+
+
+@pytest.mark.parametrize("seed, rounds", [(0, 6), (1, 6), (2, 1), (3, 0)])
+def test_trainer_dynamic_sampling_agrees_with_the_reference_loop(tmp_path, seed, rounds):
+    # The trainer samples each round's prompts in one batch; grpo_lessons.dynamic_sampling.dynamic_sample is the
+    # one-group-at-a-time loop of notebook 06. On the same prompt stream they must keep, drop and count the same.
+    from grpo_lessons.dynamic_sampling import dynamic_sample
+
+    kinds = ["const", "vary", "const", "const", "vary", "const", "vary", "const", "const", "const", "vary", "const"]
+    rows = [dict(r, kind=k, idx=i) for i, (r, k) in enumerate(zip(ROWS, kinds))]
+    tr = Trainer(cfg(tmp_path, eval_size=0, prompts_per_step=3, dynamic_sampling=True, max_resample_rounds=rounds,
+                     seed=seed), train_rows=rows, reward_funcs=[alternating_or_const])
+    b = tr.sample_batch()
+    G = tr.cfg.group_size
+    ref = dynamic_sample(iter(PromptStream(len(rows), seed).take(10_000)),
+                         lambda i: [1.0] * G if kinds[i] == "const" else [float(j % 2) for j in range(G)],
+                         batch_size=3, max_rounds=rounds + 1)
+    assert [r["idx"] for r in b.rows] == ref.prompts
+    assert b.stats["resample_rounds"] == ref.rounds - 1
+    assert b.stats["completions_sampled"] == ref.sampled * G
+    assert round(b.stats["frac_zero_std_groups"] * ref.sampled) == ref.dropped
