@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--epsilon", type=float, default=None, help="clip range; given alone it sets both sides, as in TRL (default: the variant's pair)")
     t.add_argument("--epsilon-high", type=float, default=None)
     t.add_argument("--mu", type=int, default=d.mu, help="optimiser steps per sampled batch")
-    t.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    t.add_argument("--max-new-tokens", type=int, default=None,
+                   help="completion token limit (default: the task's; arithmetic 12, countdown 32)")
     t.add_argument("--temperature", type=float, default=d.temperature)
     t.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm)
     t.add_argument("--eval-every", type=int, default=d.eval_every)

@@ -64,3 +64,13 @@ def test_two_grpo_gets_g2_from_the_cli_and_refuses_another_g(tmp_path, capsys):
     assert cfg.resolved()["group_size"] == 2
     code = main(["train", "--variant", "2-grpo", "-G", "4", "--out", str(tmp_path / "y")])
     assert code == 2 and "defined by group_size=2" in capsys.readouterr().err
+
+
+def test_default_completion_budget_comes_from_the_task(tmp_path):
+    from grpo_lessons.trainer import TrainConfig
+
+    assert TrainConfig(task="arithmetic").resolved()["max_new_tokens"] == 12
+    assert TrainConfig(task="countdown").resolved()["max_new_tokens"] == 32
+    assert TrainConfig(task="countdown", max_new_tokens=7).resolved()["max_new_tokens"] == 7
+    cfg = config_from_args(build_parser().parse_args(["train", "--task", "countdown"]))
+    assert cfg.max_new_tokens is None and cfg.resolved()["max_new_tokens"] == 32
