@@ -168,7 +168,7 @@ def main(argv=None) -> int:
                  "accuracy": "share of held-out prompts whose last number (or <answer>) equals the answer"},
         "config": result.config,
         "machine": info,
-        "note": args.note or ("CPU shared with other processes (other agents' jobs) while this ran: slower than "
+        "note": args.note or ("CPU shared with other processes while this ran: slower than "
                               "an idle machine; see load_average_*"),
     }
     summary["examples_after"] = examples(result.model, result.tokenizer, eval_rows[:8], args.max_new_tokens)
