@@ -91,6 +91,9 @@ def make_messages(question: str, style: str = "plain", system: str | None = None
 _OP_SYMBOL = {"+": "+", "-": "-", "*": "*"}
 
 
+DEFAULT_MAX_NEW_TOKENS = 32  # completion budget of a task that does not set its own
+
+
 @dataclass(frozen=True)
 class ArithmeticSpec:
     """How hard the arithmetic questions are.
@@ -291,7 +294,7 @@ class Task:
     reward_weights: tuple[float, ...]
     sizes: dict = field(default_factory=lambda: {"train": 400, "test": 200})
     seed: int = 0
-    max_new_tokens: int = 32  # the trainer's default completion budget for this task
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS  # the trainer's default completion budget for this task
     columns: tuple[str, ...] = ()
 
     def rows(self, split: str = "train", data_dir: str | os.PathLike | None = None) -> list[dict]:

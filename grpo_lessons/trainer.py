@@ -115,15 +115,28 @@ class TrainConfig:
     dtype: str | None = None  # None: float32 on CPU
     device: str = "cpu"
 
+    def with_sizes(self) -> "TrainConfig":
+        """A copy with ``group_size`` and ``max_new_tokens`` filled in when ``None``.
+
+        ``group_size``: the G that defines the variant (2-grpo: 2), else 8.  ``max_new_tokens``: the task's
+        budget (arithmetic 12, countdown 32), else ``DEFAULT_MAX_NEW_TOKENS`` for rows passed in by hand.
+        """
+        from .data import DEFAULT_MAX_NEW_TOKENS, TASKS
+
+        G = self.group_size
+        if G is None:
+            G = get_variant(self.variant).fixed_group_size or DEFAULT_GROUP_SIZE
+        n = self.max_new_tokens
+        if n is None:
+            task = TASKS.get(self.task)
+            n = task.max_new_tokens if task is not None else DEFAULT_MAX_NEW_TOKENS
+        return dataclasses.replace(self, group_size=G, max_new_tokens=n)
+
     def resolved(self) -> dict[str, Any]:
-        """The config as a dict with every ``None`` default filled in from the variant."""
+        """The config as a dict with every ``None`` default filled in from the variant and the task."""
         v = get_variant(self.variant)
-        d = dataclasses.asdict(self)
+        d = dataclasses.asdict(self.with_sizes())
         td = v.train_defaults
-        if d["max_new_tokens"] is None:
-            d["max_new_tokens"] = _task_max_new_tokens(self.task)
-        if d["group_size"] is None:
-            d["group_size"] = v.fixed_group_size or DEFAULT_GROUP_SIZE
         if d["beta"] is None:
             d["beta"] = float(td.get("beta", 0.0))
         if d["dynamic_sampling"] is None:
@@ -148,9 +161,10 @@ class TrainConfig:
             positive_int(name)
         if self.max_new_tokens is not None:
             positive_int("max_new_tokens")
+        sized = self.with_sizes()
+        G, max_new = sized.group_size, sized.max_new_tokens
         for name in ("eval_every", "eval_size", "checkpoint_every", "max_resample_rounds"):
             positive_int(name, allow_zero=True)
-        G = self.group_size if self.group_size is not None else (v.fixed_group_size or DEFAULT_GROUP_SIZE)
         if v.fixed_group_size is not None and G != v.fixed_group_size:
             raise ValueError(
                 f"variant {v.name!r} is defined by group_size={v.fixed_group_size} ({v.title}); got group_size={G}. "
@@ -168,7 +182,6 @@ class TrainConfig:
             raise ValueError(f"beta must be >= 0, got {self.beta!r}")
         if not self.max_grad_norm > 0:
             raise ValueError(f"max_grad_norm must be > 0, got {self.max_grad_norm!r}")
-        max_new = self.max_new_tokens if self.max_new_tokens is not None else _task_max_new_tokens(self.task)
         if self.overlong_cache_len is not None and not 0 < self.overlong_cache_len <= max_new:
             raise ValueError(
                 f"overlong_cache_len must be in 1..max_new_tokens={max_new}, got {self.overlong_cache_len} "
@@ -181,14 +194,6 @@ class TrainConfig:
             positive_int("trainable_layers")
         if not self.out:
             raise ValueError("out (the run directory) must be set")
-
-
-def _task_max_new_tokens(task: str) -> int:
-    """The task's completion budget; 32 for a name that is not a registered task (rows passed in)."""
-    from .data import TASKS
-
-    t = TASKS.get(task)
-    return t.max_new_tokens if t is not None else 32
 
 
 @dataclass
@@ -444,10 +449,7 @@ class Trainer:
                  eval_rows: Sequence[dict] | None = None, reward_funcs: Sequence[Callable] | None = None,
                  reward_weights: Sequence[float] | None = None, accuracy_fn: Callable | None = None) -> None:
         cfg.validate()
-        if cfg.group_size is None:  # fill in G so that every later cfg.group_size is a number
-            cfg = dataclasses.replace(cfg, group_size=get_variant(cfg.variant).fixed_group_size or DEFAULT_GROUP_SIZE)
-        if cfg.max_new_tokens is None:
-            cfg = dataclasses.replace(cfg, max_new_tokens=_task_max_new_tokens(cfg.task))
+        cfg = cfg.with_sizes()  # every later cfg.group_size / cfg.max_new_tokens is a number
         self.cfg = cfg
         self.conf = cfg.resolved()
         self.variant = get_variant(cfg.variant)

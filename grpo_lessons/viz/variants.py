@@ -766,12 +766,12 @@ def comparison_configs(variants: Sequence[str], *, group_size: int = 4, prompts_
     """
     out = {}
     for v in variants:
-        get_variant(v)  # unknown names fail here
+        fixed = get_variant(v).fixed_group_size  # unknown names fail here
         g, p = group_size, prompts_per_step
-        if v == "2-grpo":
-            if (group_size * prompts_per_step) % 2:
-                raise ValueError("2-GRPO needs an even number of rollouts per step")
-            g, p = 2, group_size * prompts_per_step // 2
+        if fixed is not None:  # 2-GRPO: its G, the same rollouts spread over more prompts
+            if (group_size * prompts_per_step) % fixed:
+                raise ValueError(f"{v} needs a multiple of {fixed} rollouts per step")
+            g, p = fixed, group_size * prompts_per_step // fixed
         out[v] = {**config, "variant": v, "group_size": g, "prompts_per_step": p}
     return out
 
