@@ -1,6 +1,6 @@
 """Loss aggregation: the ONE place that decides what a per-token loss is divided by.
 
-Introduced in ``notebooks/03_clipped_surrogate_and_kl.ipynb`` and ``notebooks/05_dr_grpo.ipynb``.
+Introduced in ``notebooks/03_clipped_surrogate_and_kl.ipynb`` and ``notebooks/06_dr_grpo.ipynb``.
 
 The choice is where GRPO, BNPO, Dr. GRPO and DAPO really differ: it sets how much each token of
 a long or short completion weighs in the gradient.

@@ -7,7 +7,7 @@
 
 ``train`` writes ``<out>/metrics.csv`` (one row per step), ``<out>/curves.png`` (reward and held-out
 accuracy), ``<out>/config.json`` and ``<out>/summary.json``, and keeps ``<out>/checkpoint.pt`` for
-``--resume``.  Introduced in ``notebooks/04_grpo_end_to_end.ipynb``.
+``--resume``.  Introduced in ``notebooks/05_grpo_end_to_end.ipynb``.
 """
 
 from __future__ import annotations

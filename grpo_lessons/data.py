@@ -11,7 +11,7 @@ columns (``answer``; ``numbers`` and ``target``) reach the reward functions as k
 Generation is pure Python with a private ``random.Random(seed)``, so ``python -m grpo_lessons.data
 --out data`` rewrites the committed files byte for byte (a test checks) and ``task.rows(split)``
 gives the same rows without reading any file (a pip-installed package has no ``data/``).
-Introduced in ``notebooks/04_grpo_end_to_end.ipynb``; the choice of difficulty and prompt is
+Introduced in ``notebooks/05_grpo_end_to_end.ipynb``; the choice of difficulty and prompt is
 measured in ``data/PROBE.md``.
 """
 

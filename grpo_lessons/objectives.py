@@ -1,7 +1,7 @@
 """Per-token surrogate objectives, written as losses to *minimise* (the sign is already flipped).
 
 Introduced in ``notebooks/03_clipped_surrogate_and_kl.ipynb`` (clip) and
-``notebooks/09_sapo.ipynb`` (soft gate).
+``notebooks/10_sapo.ipynb`` (soft gate).
 
 Each objective takes ``ratio`` (``(B, T)`` or ``(B, 1)``), ``adv`` (``(B, 1)``) and its own
 hyper-parameters, and returns the per-token loss together with boolean "clipped" masks used

@@ -1,6 +1,6 @@
 """2-GRPO written as what it is: a pairwise contrastive (DPO-like) update on (winner, loser) pairs.
 
-Introduced in ``notebooks/08_two_grpo.ipynb``.  Wu et al. 2025, *It Takes Two: Your GRPO Is Secretly
+Introduced in ``notebooks/09_two_grpo.ipynb``.  Wu et al. 2025, *It Takes Two: Your GRPO Is Secretly
 DPO*, arXiv 2510.00977.
 
 With ``G = 2`` a group is one pair.  If the two rewards differ by ``d > 0`` the group-normalised

@@ -1,7 +1,7 @@
 """Importance ratios between the current policy and the one that sampled the completions.
 
 Introduced in ``notebooks/03_clipped_surrogate_and_kl.ipynb`` (token) and
-``notebooks/07_gspo.ipynb`` (sequence, sequence-token).
+``notebooks/08_gspo.ipynb`` (sequence, sequence-token).
 
 Every function returns a *log* ratio; shapes are ``(B, T)`` for token-level weights and
 ``(B, 1)`` for sequence-level ones (they broadcast over the tokens of the row).

@@ -1,6 +1,6 @@
 """Rollout: sample a group of ``G`` completions per prompt and score their tokens under the policy.
 
-Introduced in ``notebooks/04_grpo_end_to_end.ipynb``.
+Introduced in ``notebooks/05_grpo_end_to_end.ipynb``.
 
     ro = generate_completions(model, tokenizer, prompts, group_size=8, max_new_tokens=32, temperature=1.0)
     ro.completion_ids, ro.completion_mask   # (N, T) with N = len(prompts) * G, groups contiguous

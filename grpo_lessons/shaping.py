@@ -1,6 +1,6 @@
 """Reward shaping and sample filtering around the loss: DAPO's overlong handling and dynamic sampling.
 
-Introduced in ``notebooks/06_dapo.ipynb``.  Yu et al. 2025, DAPO, arXiv 2503.14476, Sec. 3.2-3.4.
+Introduced in ``notebooks/07_dapo.ipynb``.  Yu et al. 2025, DAPO, arXiv 2503.14476, Sec. 3.2-3.4.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A minimal GRPO training loop on top of :func:`grpo_lessons.policy_loss` and the variant registry.
 
-Introduced in ``notebooks/04_grpo_end_to_end.ipynb``; ``grpo-lessons train`` (:mod:`grpo_lessons.cli`)
+Introduced in ``notebooks/05_grpo_end_to_end.ipynb``; ``grpo-lessons train`` (:mod:`grpo_lessons.cli`)
 is a command line around :func:`train`.
 
     from grpo_lessons.trainer import TrainConfig, train

@@ -1,6 +1,6 @@
 """Run every variant of the registry inside TRL's ``GRPOTrainer`` (TRL 1.16).
 
-Introduced in ``notebooks/16_trl_qwen.ipynb``; the variants race in ``notebooks/17_variant_shootout.ipynb``.
+Introduced in ``notebooks/19_trl_qwen.ipynb``; the variants race in ``notebooks/20_variant_shootout.ipynb``.
 
 Two pieces:
 
@@ -80,7 +80,7 @@ def config_fields() -> frozenset[str]:
 
 
 def trl_supports(variant: str | Variant) -> bool:
-    """Whether TRL 1.16's own ``_compute_loss`` implements ``variant`` (its registry entry names TRL fields)."""
+    """Whether TRL 1.19's own ``_compute_loss`` implements ``variant`` (its registry entry names TRL fields)."""
     return bool(get_variant(variant).trl)
 
 

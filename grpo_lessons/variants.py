@@ -136,7 +136,7 @@ register(Variant(
     loss_defaults={"epsilon": 0.2, "epsilon_high": None},
     train_defaults={"beta": 0.0, "group_size": 8, "learning_rate": 1e-6},
     trl={"loss_type": "dr_grpo", "scale_rewards": "none", "epsilon": 0.2, "beta": 0.0},
-    notebook="05_dr_grpo.ipynb",
+    notebook="06_dr_grpo.ipynb",
     notes="No std division and a constant normaliser (max completion length). Not the chapter's A*(1-pi_ref).",
 ))
 
@@ -150,7 +150,7 @@ register(Variant(
                     "dynamic_sampling": True, "overlong_cache_len": 4096, "max_completion_length": 20480},
     trl={"loss_type": "dapo", "scale_rewards": "group", "epsilon": 0.2, "epsilon_high": 0.28,
          "mask_truncated_completions": True, "beta": 0.0},
-    notebook="06_dapo.ipynb",
+    notebook="07_dapo.ipynb",
     notes="TRL's default loss_type, but TRL's default epsilon_high equals epsilon (0.2), not the paper's 0.28.",
 ))
 
@@ -163,7 +163,7 @@ register(Variant(
     train_defaults={"beta": 0.0},
     trl={"loss_type": "grpo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4,
          "beta": 0.0},
-    notebook="07_gspo.ipynb",
+    notebook="08_gspo.ipynb",
 ))
 
 register(Variant(
@@ -174,7 +174,7 @@ register(Variant(
     loss_defaults={"epsilon": 3e-4, "epsilon_high": 4e-4},
     train_defaults={"beta": 0.0},
     trl={},  # TRL 1.16 has only "token" and "sequence" levels: use GRPOLessonsTrainer
-    notebook="07_gspo.ipynb",
+    notebook="08_gspo.ipynb",
     notes="sg[s_i] * pi/sg[pi]: GSPO's value with a per-token gradient (per-token advantages possible).",
 ))
 
@@ -186,7 +186,7 @@ register(Variant(
     loss_defaults={"tau_pos": 1.0, "tau_neg": 1.05},
     train_defaults={"beta": 0.0},
     trl={"loss_type": "sapo", "sapo_temperature_pos": 1.0, "sapo_temperature_neg": 1.05, "beta": 0.0},
-    notebook="09_sapo.ipynb",
+    notebook="10_sapo.ipynb",
     notes="f(r) = sigmoid(tau (r-1)) 4/tau; not the chapter's -A sigmoid((r-1)/tau) r.",
 ))
 
@@ -198,6 +198,6 @@ register(Variant(
     loss_defaults={"epsilon": 0.2, "epsilon_high": None},
     train_defaults={"beta": 0.0, "group_size": 2, "group_size_defines_method": True, "prompts_per_batch_factor": 8},
     trl={"loss_type": "grpo", "num_generations": 2, "scale_rewards": "group", "beta": 0.0},
-    notebook="08_two_grpo.ipynb",
+    notebook="09_two_grpo.ipynb",
     notes="No new loss: G = 2 with 8x the prompts per batch (same rollouts). Advantages are +-0.7071 or 0.",
 ))

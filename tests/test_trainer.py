@@ -284,7 +284,7 @@ def alternating_or_const(completions, kind, **kw):
 @pytest.mark.parametrize("seed, rounds", [(0, 6), (1, 6), (2, 1), (3, 0)])
 def test_trainer_dynamic_sampling_agrees_with_the_reference_loop(tmp_path, seed, rounds):
     # The trainer samples each round's prompts in one batch; grpo_lessons.dynamic_sampling.dynamic_sample is the
-    # one-group-at-a-time loop of notebook 06. On the same prompt stream they must keep, drop and count the same.
+    # one-group-at-a-time loop of notebook 07. On the same prompt stream they must keep, drop and count the same.
     from grpo_lessons.dynamic_sampling import dynamic_sample
 
     kinds = ["const", "vary", "const", "const", "vary", "const", "vary", "const", "const", "const", "vary", "const"]

@@ -1,4 +1,4 @@
-"""The pure functions behind the widgets of notebooks 05-09, and the widgets' construction (no display)."""
+"""The pure functions behind the widgets of notebooks 06-10, and the widgets' construction (no display)."""
 
 import math
 

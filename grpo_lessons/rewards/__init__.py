@@ -6,7 +6,7 @@
 
 Model output is untrusted: extraction and the arithmetic parser never raise on garbage and never run
 code (``ast`` + a whitelist, see :mod:`grpo_lessons.rewards.safe_math`).  Introduced in
-``notebooks/04_grpo_end_to_end.ipynb``.
+``notebooks/05_grpo_end_to_end.ipynb``.
 """
 
 from .extract import answer_tag, boxed, completion_text, extract_answer, last_number, parse_number

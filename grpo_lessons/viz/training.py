@@ -1,6 +1,6 @@
 """Training curves: a pure function from a run's history to the series drawn, a matplotlib figure, a live plot.
 
-Used by ``notebooks/04_grpo_end_to_end.ipynb``, ``grpo-lessons train`` (the PNG next to the CSV) and
+Used by ``notebooks/05_grpo_end_to_end.ipynb``, ``grpo-lessons train`` (the PNG next to the CSV) and
 ``benchmarks/cpu_learning.py``.
 
     from grpo_lessons.viz.training import curves, plot_training, LivePlot

@@ -1,4 +1,4 @@
-"""Widgets and plots for notebooks 05-09: length bias (Dr. GRPO), DAPO's parts, GSPO's sequence ratio,
+"""Widgets and plots for notebooks 06-10: length bias (Dr. GRPO), DAPO's parts, GSPO's sequence ratio,
 2-GRPO's pairwise form and SAPO's soft gate.
 
 Every widget comes in three layers:
