@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["build_parser", "parse_sets", "build_trainer", "main", "TINY_MODEL"]
+__all__ = ["build_parser", "parse_sets", "grpo_fields", "build_trainer", "main", "TINY_MODEL"]
 
 TINY_MODEL = "tiny-qwen2"
 TASK_CHOICES = ("arithmetic", "countdown", "gsm8k")
@@ -131,6 +131,47 @@ def _dataset_and_rewards(task: str):
     return Dataset.from_list(rows), funcs, weights, budget
 
 
+def grpo_fields(a: argparse.Namespace, reward_weights: Sequence[float], budget: int) -> dict[str, Any]:
+    """The ``GRPOConfig`` fields the command line asks for, on top of the variant's (see :func:`grpo_config`).
+
+    ``a``: parsed arguments of :func:`build_parser`; ``reward_weights``: one per reward function;
+    ``budget``: the task's completion length, used when ``--max-completion-length`` is not given.
+    Raises ``ValueError`` for a malformed ``--vllm-server``, both vLLM modes at once, or a group size
+    that contradicts the variant (2-GRPO fixes G = 2).
+    """
+    from .variants import get_variant
+
+    v = get_variant(a.variant)
+    fields: dict[str, Any] = dict(
+        output_dir=a.output_dir, max_steps=a.max_steps, seed=a.seed,
+        per_device_train_batch_size=a.per_device_train_batch_size,
+        gradient_accumulation_steps=a.gradient_accumulation_steps,
+        max_completion_length=a.max_completion_length or budget,
+        reward_weights=list(reward_weights), logging_steps=1, save_strategy="no",
+        gradient_checkpointing=a.gradient_checkpointing,
+    )
+    if v.fixed_group_size is None:
+        fields["num_generations"] = a.num_generations or 4
+    elif a.num_generations not in (None, v.fixed_group_size):
+        raise ValueError(f"{v.name} fixes the group size to {v.fixed_group_size}; drop --num-generations")
+    if a.learning_rate is not None:
+        fields["learning_rate"] = a.learning_rate
+    elif "learning_rate" not in v.train_defaults:
+        fields["learning_rate"] = 1e-3 if a.model == TINY_MODEL else 1e-6
+    if a.vllm_server and a.vllm_colocate:
+        raise ValueError("choose one of --vllm-server and --vllm-colocate")
+    if a.vllm_server:
+        host, _, port = a.vllm_server.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"--vllm-server expects HOST:PORT, got {a.vllm_server!r}")
+        # TRL 1.16 GRPOConfig: the trainer sends prompts to `trl vllm-serve` and pushes weights to it
+        fields.update(use_vllm=True, vllm_mode="server", vllm_server_host=host, vllm_server_port=int(port))
+    elif a.vllm_colocate:
+        fields.update(use_vllm=True, vllm_mode="colocate")
+    fields.update(parse_sets(a.sets))
+    return fields
+
+
 def build_trainer(argv: Sequence[str] | None = None):
     """Parse ``argv``; return the :class:`~grpo_lessons.trl_bridge.GRPOLessonsTrainer` (untrained) and the
     parsed arguments.
@@ -144,40 +185,8 @@ def build_trainer(argv: Sequence[str] | None = None):
     a = build_parser().parse_args(argv)
     v = get_variant(a.variant)
     ds, reward_funcs, weights, budget = _dataset_and_rewards(a.task)
-
-    model = a.model
-    tiny = model == TINY_MODEL
-    if tiny:
-        model = _save_tiny(save_tiny_qwen, Path(a.output_dir))
-
-    fields: dict[str, Any] = dict(
-        output_dir=a.output_dir, max_steps=a.max_steps, seed=a.seed,
-        per_device_train_batch_size=a.per_device_train_batch_size,
-        gradient_accumulation_steps=a.gradient_accumulation_steps,
-        max_completion_length=a.max_completion_length or budget,
-        reward_weights=weights, logging_steps=1, save_strategy="no",
-        gradient_checkpointing=a.gradient_checkpointing,
-    )
-    if v.fixed_group_size is None:
-        fields["num_generations"] = a.num_generations or 4
-    elif a.num_generations not in (None, v.fixed_group_size):
-        raise ValueError(f"{v.name} fixes the group size to {v.fixed_group_size}; drop --num-generations")
-    if a.learning_rate is not None:
-        fields["learning_rate"] = a.learning_rate
-    elif "learning_rate" not in v.train_defaults:
-        fields["learning_rate"] = 1e-3 if tiny else 1e-6
-    if a.vllm_server and a.vllm_colocate:
-        raise ValueError("choose one of --vllm-server and --vllm-colocate")
-    if a.vllm_server:
-        host, _, port = a.vllm_server.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"--vllm-server expects HOST:PORT, got {a.vllm_server!r}")
-        fields.update(use_vllm=True, vllm_mode="server", vllm_server_host=host, vllm_server_port=int(port))
-    elif a.vllm_colocate:
-        fields.update(use_vllm=True, vllm_mode="colocate")
-    fields.update(parse_sets(a.sets))
-
-    args = grpo_config(v, **fields)
+    args = grpo_config(v, **grpo_fields(a, weights, budget))
+    model = _save_tiny(save_tiny_qwen, Path(a.output_dir)) if a.model == TINY_MODEL else a.model
     return GRPOLessonsTrainer(
         model=model, args=args, reward_funcs=reward_funcs, train_dataset=ds, variant=v,
         loss_impl=a.loss_impl, dynamic_sampling=a.dynamic_sampling, max_sampling_rounds=a.max_sampling_rounds,
