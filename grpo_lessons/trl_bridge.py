@@ -446,8 +446,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
             t = batch[key]
             if key != "num_items_in_batch" and isinstance(t, torch.Tensor):
                 if t.dim() > 1:
-                    t = self.accelerator.pad_across_processes(
-                        t, dim=1, pad_index=_pad_value(key, self._tokenizer.pad_token_id), pad_first=key in _LEFT_PADDED)
+                    fill = _pad_value(key, self._tokenizer.pad_token_id)
+                    t = self.accelerator.pad_across_processes(t, dim=1, pad_index=fill, pad_first=key in _LEFT_PADDED)
                 t = self.accelerator.gather(t.contiguous())
             out[key] = t
         return out

@@ -69,7 +69,8 @@ def run(out: Path, world: int) -> None:
         before = {k: v.detach().clone() for k, v in model.state_dict().items()}
         trainer.train()
         if trainer.accelerator.is_main_process:
-            after = {k: v.detach().clone() for k, v in trainer.accelerator.unwrap_model(trainer.model).state_dict().items()}
+            trained = trainer.accelerator.unwrap_model(trainer.model)
+            after = {k: v.detach().clone() for k, v in trained.state_dict().items()}
             torch.save({"before": before, "after": after}, case_dir / "weights.pt")
             logs = [h for h in trainer.state.log_history if "loss" in h]
             (case_dir / "log.json").write_text(json.dumps({"world": trainer.accelerator.num_processes, "log": logs}))

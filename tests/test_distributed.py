@@ -116,7 +116,7 @@ def test_two_processes_take_the_same_step_as_one(runs, case):
     assert r["world"] == (1, 2)
     assert r["init_diff"] == 0.0  # both start from the seeded tiny Qwen2
     assert r["update"] > 1e-2, "the step must move the weights, or equality proves nothing"
-    assert r["max_abs_dweight"] <= TOL, f"{case}: max |Δweight| = {r['max_abs_dweight']:.3g} (update {r['update']:.3g})"
+    assert r["max_abs_dweight"] <= TOL, f"{case}: max |Δweight| {r['max_abs_dweight']:.3g}, update {r['update']:.3g}"
     for key in ("reward", "grad_norm"):  # what both runs logged for the global batch
         assert r["log1"][key] == pytest.approx(r["log2"][key], rel=1e-5, abs=1e-7), key
 
@@ -152,7 +152,8 @@ def test_accelerate_config_has_only_keys_accelerate_knows(name):
     assert cfg.distributed_type.value == EXPECTED[name]
     assert cfg.compute_environment.value == "LOCAL_MACHINE" and cfg.num_machines == 1
     launch_dests = {a.dest for a in launch_command_parser()._actions}
-    nested = {**cfg.deepspeed_config, **{(k if k.startswith("fsdp") else "fsdp_" + k): v for k, v in cfg.fsdp_config.items()}}
+    fsdp = {(k if k.startswith("fsdp") else "fsdp_" + k): v for k, v in cfg.fsdp_config.items()}  # as launch reads them
+    nested = {**cfg.deepspeed_config, **fsdp}
     unknown = sorted(set(nested) - launch_dests)
     assert not unknown, f"{name}: accelerate launch has no option for {unknown}"
 
@@ -222,7 +223,8 @@ def test_entry_point_maps_vllm_server_and_sets_onto_grpo_config():
     a = build_parser().parse_args(["--variant", "dapo", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "--vllm-server",
                                    "10.0.0.5:8000", "--set", "beta=0.04", "--set", "report_to=none"])
     cfg = grpo_config(a.variant, **grpo_fields(a, [1.0, 0.1], 256))
-    assert (cfg.use_vllm, cfg.vllm_mode, cfg.vllm_server_host, cfg.vllm_server_port) == (True, "server", "10.0.0.5", 8000)
+    server = (cfg.use_vllm, cfg.vllm_mode, cfg.vllm_server_host, cfg.vllm_server_port)
+    assert server == (True, "server", "10.0.0.5", 8000)
     # the server-mode fields the README names exist in TRL's GRPOConfig
     assert {"vllm_server_base_url", "vllm_server_timeout", "vllm_group_port", "vllm_gpu_memory_utilization",
             "vllm_tensor_parallel_size", "vllm_importance_sampling_mode"} <= config_fields()
