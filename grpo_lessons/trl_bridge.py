@@ -198,6 +198,13 @@ def select_rows(pieces: list[tuple[dict[str, Any], torch.Tensor]], pad_token_id:
     return out
 
 
+def _pad_value(key: str, pad_token_id: int) -> int:
+    """The fill of a padded column of a TRL generation batch (as :func:`select_rows` pads)."""
+    if key == "prompt_ids" or key == "completion_ids":
+        return pad_token_id
+    return 1 if key in ("tool_mask", "importance_sampling_ratio") else 0
+
+
 # -- the trainer --------------------------------------------------------------------------------------
 
 
@@ -212,7 +219,9 @@ class GRPOLessonsTrainer(GRPOTrainer):
     * ``dynamic_sampling`` — DAPO Sec. 3.2: after scoring, drop groups whose rewards are all
       equal and refill the batch with informative groups of freshly drawn prompts, at most
       ``max_sampling_rounds`` extra generation rounds; an unfilled slot keeps an uninformative
-      group (zero advantage, no policy gradient).  One process only.
+      group (zero advantage, no policy gradient).  Works on several processes (DDP, FSDP, ZeRO): the
+      keep/drop decision reads the gathered rewards, every process draws the same refill prompts and
+      generates its own slice of them, and the merged batch is re-split in TRL's process order.
     * ``loss_options`` — objective options that have no GRPOConfig field.
 
     Hyper-parameters come from ``args``: ``epsilon``/``epsilon_high``, ``sapo_temperature_*``,
@@ -259,11 +268,6 @@ class GRPOLessonsTrainer(GRPOTrainer):
                 stacklevel=3,
             )
         if self.dynamic_sampling:
-            if self.accelerator.num_processes != 1:
-                raise NotImplementedError(
-                    "dynamic_sampling runs on one process: TRL spreads a group's completions over processes, "
-                    "so a group cannot be dropped locally"
-                )
             if not hasattr(self.train_dataset, "__getitem__") or not hasattr(self.train_dataset, "__len__"):
                 raise NotImplementedError("dynamic_sampling draws refill prompts by index: use a map-style Dataset")
         if self.loss_impl == "trl":
@@ -397,8 +401,12 @@ class GRPOLessonsTrainer(GRPOTrainer):
         if not self.dynamic_sampling or not self.model.training:
             return batch
         G = self.num_generations
-        n_groups = len(inputs) // G
-        keep = self._informative(G)  # (n_groups,)
+        world, rank, n_local = self.accelerator.num_processes, self.accelerator.process_index, len(inputs)
+        # A group's G rows may sit on two processes (TRL splits the generation batch in process order), so
+        # decide, draw and merge on the whole batch: the rewards are gathered, every process draws the same
+        # refill prompts (seeded by args.seed and the draw count) and generates only its slice of them.
+        n_groups = n_local * world // G
+        keep = self._informative(G)  # (n_groups,), the same on every process
         kept = keep.nonzero().flatten().tolist()
         spare = (~keep).nonzero().flatten().tolist()  # used only if refilling falls short
         pieces: list[tuple[dict[str, Any], list[int]]] = [(batch, kept)]
@@ -406,20 +414,43 @@ class GRPOLessonsTrainer(GRPOTrainer):
         rounds = 0
         while missing > 0 and rounds < self.max_sampling_rounds:
             rows = [row for row in self._draw_prompts(n_groups) for _ in range(G)]  # G copies, contiguous
-            extra = super()._generate_and_score_completions(rows)
+            extra = super()._generate_and_score_completions(rows[rank * n_local:(rank + 1) * n_local])
             good = self._informative(G).nonzero().flatten().tolist()[:missing]
             pieces.append((extra, good))
             missing -= len(good)
             rounds += 1
         if missing > 0:
             pieces[0] = (batch, kept + spare[:missing])
-        sel = [(b, torch.tensor([g * G + j for g in groups for j in range(G)], dtype=torch.long))
+        sel = [(self._gather_batch(b), torch.tensor([g * G + j for g in groups for j in range(G)], dtype=torch.long))
                for b, groups in pieces if groups]
         log = self._metrics["train"]
         log["dynamic_sampling/dropped_groups"].append(float(n_groups - len(kept)))
         log["dynamic_sampling/extra_rounds"].append(float(rounds))
         log["dynamic_sampling/unfilled_groups"].append(float(max(missing, 0)))
-        return select_rows(sel, self._tokenizer.pad_token_id)
+        merged = select_rows(sel, self._tokenizer.pad_token_id)  # the whole batch; num_items_in_batch is global
+        if world == 1:
+            return merged
+        mine = slice(rank * n_local, (rank + 1) * n_local)
+        return {k: (v if k == "num_items_in_batch" else v[mine]) for k, v in merged.items()}
+
+    def _gather_batch(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """All processes' rows of a generation batch, in process order (TRL's global row order).
+
+        ``(B_local, T_p)`` tensors are padded to the widest process (prompts on the left, completions on the
+        right) and gathered to ``(B_local * world, T)``; ``num_items_in_batch`` is already global.
+        """
+        if self.accelerator.num_processes == 1:
+            return batch
+        out: dict[str, Any] = {}
+        for key in sorted(batch):
+            t = batch[key]
+            if key != "num_items_in_batch" and isinstance(t, torch.Tensor):
+                if t.dim() > 1:
+                    fill = _pad_value(key, self._tokenizer.pad_token_id)
+                    t = self.accelerator.pad_across_processes(t, dim=1, pad_index=fill, pad_first=key in _LEFT_PADDED)
+                t = self.accelerator.gather(t.contiguous())
+            out[key] = t
+        return out
 
 
 def make_trainer(variant: str | Variant, *, model, reward_funcs, train_dataset, args=None,
