@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
+from .divergence import topk_divergence
 from .losses import policy_loss
 from .shaping import informative_groups
 from .variants import Variant, get_variant
@@ -241,15 +242,18 @@ class GRPOLessonsTrainer(GRPOTrainer):
     ``scale_rewards="none"`` advantages are divided by their batch std (all processes), and the prompt-level
     aggregation is normalised over the whole generation batch (weights computed before TRL shuffles it).
     What ``policy_loss`` cannot express raises ``NotImplementedError`` at construction
-    (``top_entropy_quantile``, ``delta``, the entropy bonus, the MoE aux loss, DPPO's top-K variants,
-    whose sampler top-K TRL does not keep): use ``loss_impl="trl"`` for the TRL features.  Dynamic sampling recomputes
+    (``top_entropy_quantile``, ``delta``, the entropy bonus, the MoE aux loss): use ``loss_impl="trl"``
+    for those.  DPPO's top-K variants: TRL keeps no sampler top-K, so the trainer keeps ``pi_old``'s top
+    ``dppo_top_k`` log-probs per position at generation time (the paper's "recompute" anchor) and, at
+    each loss, runs one extra no-grad forward for the current logits to get the divergence
+    (:func:`grpo_lessons.divergence.topk_divergence`).  Dynamic sampling recomputes
     nothing TRL computed: refill groups keep the advantages of the batch they were scored in (exact
     for ``scale_rewards="group"``/``"none"``; with ``"batch"`` each refill has its own batch std).
     """
 
     def __init__(self, *args, variant: str | Variant | None = None, loss_impl: str = "grpo_lessons",
                  dynamic_sampling: bool = False, max_sampling_rounds: int = 4,
-                 loss_options: dict[str, Any] | None = None, **kwargs):
+                 loss_options: dict[str, Any] | None = None, dppo_top_k: int = 20, **kwargs):
         super().__init__(*args, **kwargs)
         if loss_impl not in ("grpo_lessons", "trl"):
             raise ValueError(f"loss_impl must be 'grpo_lessons' or 'trl', got {loss_impl!r}")
@@ -260,6 +264,9 @@ class GRPOLessonsTrainer(GRPOTrainer):
             raise ValueError(f"max_sampling_rounds must be >= 0, got {max_sampling_rounds}")
         self.max_sampling_rounds = int(max_sampling_rounds)
         self.loss_options = dict(loss_options or {})
+        if not isinstance(dppo_top_k, int) or dppo_top_k < 1:
+            raise ValueError(f"dppo_top_k must be a positive integer, got {dppo_top_k!r}")
+        self.dppo_top_k = dppo_top_k
         self._last_rewards_per_func: torch.Tensor | None = None
         self._draw_count = 0
         self._check_supported()
@@ -288,9 +295,6 @@ class GRPOLessonsTrainer(GRPOTrainer):
         unsupported = []
         if a.top_entropy_quantile < 1.0:
             unsupported.append("top_entropy_quantile < 1")
-        if v.objective == "dppo" and str(v.loss_defaults.get("kind", "")).startswith("topk") \
-                and not str(self.loss_options.get("kind", "topk")).startswith("binary"):
-            unsupported.append(f"{v.name} (needs the sampler's top-K log-probs, which TRL 1.16 does not keep)")
         if a.delta is not None:
             unsupported.append("delta (two-sided clip)")
         if a.entropy_coef != 0.0 or a.use_adaptive_entropy:
@@ -382,7 +386,27 @@ class GRPOLessonsTrainer(GRPOTrainer):
             kw["off_policy_mask_threshold"] = self.args.off_policy_mask_threshold
         if self.variant.aggregation == "prompt_mean":
             kw["prompt_weights"] = inputs["prompt_weights"]
+        if self._topk_kind() is not None:
+            logits = self._completion_logits(self.model, inputs)  # (B, T, V), no grad, tempered
+            kw["divergence"] = topk_divergence(inputs["old_topk_ids"], inputs["old_topk_logps"], logits,
+                                               inputs["completion_ids"], kind=self._topk_kind(), sampled_logp=old)
         return kw
+
+    def _topk_kind(self) -> str | None:
+        """``"tv"`` / ``"kl"`` for DPPO's top-K variants, else None."""
+        v = self.variant
+        kind = str(self.loss_options.get("kind", v.loss_defaults.get("kind", "")))
+        return kind.split("_")[1] if v.objective == "dppo" and kind.startswith("topk") else None
+
+    @torch.no_grad()
+    def _completion_logits(self, model, batch) -> torch.Tensor:
+        """The model's logits at the completion positions divided by the sampling temperature, ``(B, T, V)`` fp32."""
+        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)  # (B, P + T)
+        att = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)  # (B, P + T)
+        T = batch["completion_ids"].size(1)
+        with self.accelerator.autocast():
+            logits = model(input_ids=ids, attention_mask=att).logits[:, -T - 1:-1, :]  # (B, T, V)
+        return logits.float() / self.temperature
 
     def _log_mean(self, name: str, value: float | None) -> None:
         if value is None:
@@ -432,10 +456,16 @@ class GRPOLessonsTrainer(GRPOTrainer):
         return self._scalerl_fields(self._dynamic_sampling_batch(inputs))
 
     def _scalerl_fields(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """ScaleRL's batch-level pieces, computed before TRL shuffles and splits the generation batch."""
+        """Batch-level pieces, computed before TRL shuffles and splits the generation batch: ScaleRL's
+        advantage scale and prompt weights, DPPO top-K's ``pi_old`` top-K log-probs."""
         v = self.variant
         if self.loss_impl == "trl":
             return batch
+        if self._topk_kind() is not None:
+            logp_old = torch.log_softmax(self._completion_logits(self.model, batch), dim=-1)  # (B, T, V)
+            k = min(self.dppo_top_k, logp_old.shape[-1])
+            top = logp_old.topk(k, dim=-1)  # sorted, most likely first
+            batch["old_topk_ids"], batch["old_topk_logps"] = top.indices, top.values  # (B, T, K)
         if v.advantage_scale == "batch_centered":
             # TRL's scale_rewards="none" gives r - mean_g; divide by the std of those over the whole batch
             # (every process), Bessel + 1e-4 like TRL's own stds (group_advantages(scale="batch_centered")).
