@@ -117,8 +117,16 @@ def _derived_fields(v: Variant) -> dict[str, Any]:
     return fields
 
 
-def grpo_config(variant: str | Variant = "grpo", **overrides: Any):
+def grpo_config(variant: str | Variant = "grpo", *, rollout_correction: str | None = None,
+                rollout_clip_max: float | None = 3.0, rollout_clip_min: float | None = None, **overrides: Any):
     """A ``trl.GRPOConfig`` reproducing ``variant`` with its paper's loss settings.
+
+    ``rollout_correction`` / ``rollout_clip_max`` / ``rollout_clip_min`` take :func:`grpo_lessons.policy_loss`'s
+    names for the sampler correction and become TRL's ``vllm_importance_sampling_correction=True``,
+    ``vllm_importance_sampling_mode``, ``vllm_importance_sampling_clip_max/min`` (they act only with
+    ``use_vllm=True``: without vLLM TRL has no sampler log-probs).  Left unset, TRL's own default stays
+    (with vLLM: on, ``sequence_mask``, clip_max 3).  The off-policy sequence mask is TRL's own field:
+    pass ``off_policy_mask_threshold=``.
 
     Precedence: fields derived from the variant's pieces, then the registry's ``.trl`` entry (the
     TRL fields that reproduce the method), then :func:`machine_precision`, then ``report_to="none"``,
@@ -141,6 +149,16 @@ def grpo_config(variant: str | Variant = "grpo", **overrides: Any):
     fields.update(v.trl)
     fields.update(machine_precision())
     fields["report_to"] = "none"
+    if rollout_correction is not None:
+        from .correction import CORRECTION_MODES
+
+        if rollout_correction not in CORRECTION_MODES:
+            raise ValueError(f"unknown rollout_correction {rollout_correction!r}; known: {', '.join(CORRECTION_MODES)}")
+        if v.objective == "vespo" and not rollout_correction.startswith("token"):
+            raise ValueError("TRL's VESPO folds only token-level weights into W: use token_truncate or token_mask")
+        fields.update(vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=rollout_correction,
+                      vllm_importance_sampling_clip_max=rollout_clip_max,
+                      vllm_importance_sampling_clip_min=rollout_clip_min)
     fields.update(overrides)
     return GRPOConfig(**fields)
 

@@ -107,3 +107,18 @@ def test_scalerl_prompt_mean_survives_shuffled_micro_batches(tiny):
                         batch["completion_mask"].float(), variant="scalerl", group_size=t.num_generations)
     assert float(total.detach()) == pytest.approx(float(whole.loss.detach()), abs=1e-6)
     assert _max_diff(ours, _grads(t, whole.loss)) < 1e-6
+
+
+def test_grpo_config_maps_corrections_to_trls_fields():
+    from grpo_lessons.trl_bridge import grpo_config
+
+    cfg = grpo_config("vespo", rollout_correction="token_mask", rollout_clip_min=0.5, rollout_clip_max=2.0,
+                      off_policy_mask_threshold=0.1)
+    assert (cfg.loss_type, cfg.vllm_importance_sampling_correction, cfg.vllm_importance_sampling_mode) == (
+        "vespo", True, "token_mask")
+    assert (cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max) == (0.5, 2.0)
+    assert cfg.off_policy_mask_threshold == 0.1
+    with pytest.raises(ValueError, match="token_truncate or token_mask"):
+        grpo_config("vespo", rollout_correction="sequence_mask")
+    with pytest.raises(ValueError, match="unknown rollout_correction"):
+        grpo_config("cispo", rollout_correction="tis")
