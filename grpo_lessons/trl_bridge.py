@@ -243,7 +243,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
       equal and refill the batch with informative groups of freshly drawn prompts, at most
       ``max_sampling_rounds`` extra generation rounds; an unfilled slot keeps an uninformative
       group (zero advantage, no policy gradient).  One process only.
-    * ``loss_options`` — objective options that have no GRPOConfig field.
+    * ``loss_options`` — objective options that have no GRPOConfig field (e.g. DPPO's ``delta_low``).
+    * ``dppo_top_k`` — K of DPPO's top-K variants (default 20).
 
     Hyper-parameters come from ``args``: ``epsilon``/``epsilon_high``, ``sapo_temperature_*``,
     ``beta``, ``use_bias_correction_kl``, ``max_completion_length`` (Dr. GRPO's constant).  The loss
@@ -405,10 +406,19 @@ class GRPOLessonsTrainer(GRPOTrainer):
         if self.variant.aggregation == "prompt_mean":
             kw["prompt_weights"] = inputs["prompt_weights"]
         if self._topk_kind() is not None:
-            logits = self._completion_logits(self.model, inputs)  # (B, T, V), no grad, tempered
-            kw["divergence"] = topk_divergence(inputs["old_topk_ids"], inputs["old_topk_logps"], logits,
-                                               inputs["completion_ids"], kind=self._topk_kind(), sampled_logp=old)
+            parts = []
+            for rows in self._row_chunks(inputs):  # one row's (T, V) logits at a time: V may be 150k
+                logits = self._completion_logits(self.model, inputs, rows)  # (b, T, V), no grad, tempered
+                parts.append(topk_divergence(inputs["old_topk_ids"][rows], inputs["old_topk_logps"][rows], logits,
+                                             inputs["completion_ids"][rows], kind=self._topk_kind(),
+                                             sampled_logp=old[rows].detach()))
+            kw["divergence"] = torch.cat(parts)  # (B, T)
         return kw
+
+    @staticmethod
+    def _row_chunks(batch, size: int = 1) -> list[slice]:
+        n = batch["completion_ids"].shape[0]
+        return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
     def _topk_kind(self) -> str | None:
         """``"tv"`` / ``"kl"`` for DPPO's top-K variants, else None."""
@@ -417,10 +427,10 @@ class GRPOLessonsTrainer(GRPOTrainer):
         return kind.split("_")[1] if v.objective == "dppo" and kind.startswith("topk") else None
 
     @torch.no_grad()
-    def _completion_logits(self, model, batch) -> torch.Tensor:
-        """The model's logits at the completion positions divided by the sampling temperature, ``(B, T, V)`` fp32."""
-        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)  # (B, P + T)
-        att = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)  # (B, P + T)
+    def _completion_logits(self, model, batch, rows: slice = slice(None)) -> torch.Tensor:
+        """The model's logits at the completion positions divided by the sampling temperature, ``(b, T, V)`` fp32."""
+        ids = torch.cat([batch["prompt_ids"][rows], batch["completion_ids"][rows]], dim=1)  # (b, P + T)
+        att = torch.cat([batch["prompt_mask"][rows], batch["completion_mask"][rows]], dim=1)  # (b, P + T)
         T = batch["completion_ids"].size(1)
         with self.accelerator.autocast():
             logits = model(input_ids=ids, attention_mask=att).logits[:, -T - 1:-1, :]  # (B, T, V)
@@ -480,10 +490,13 @@ class GRPOLessonsTrainer(GRPOTrainer):
         if self.loss_impl == "trl":
             return batch
         if self._topk_kind() is not None:
-            logp_old = torch.log_softmax(self._completion_logits(self.model, batch), dim=-1)  # (B, T, V)
-            k = min(self.dppo_top_k, logp_old.shape[-1])
-            top = logp_old.topk(k, dim=-1)  # sorted, most likely first
-            batch["old_topk_ids"], batch["old_topk_logps"] = top.indices, top.values  # (B, T, K)
+            ids, lps = [], []
+            for rows in self._row_chunks(batch):
+                logp_old = torch.log_softmax(self._completion_logits(self.model, batch, rows), dim=-1)  # (b, T, V)
+                top = logp_old.topk(min(self.dppo_top_k, logp_old.shape[-1]), dim=-1)  # most likely first
+                ids.append(top.indices)
+                lps.append(top.values)
+            batch["old_topk_ids"], batch["old_topk_logps"] = torch.cat(ids), torch.cat(lps)  # (B, T, K)
         if v.advantage_scale == "batch_centered":
             # TRL's scale_rewards="none" gives r - mean_g; divide by the std of those over the whole batch
             # (every process), Bessel + 1e-4 like TRL's own stds (group_advantages(scale="batch_centered")).
