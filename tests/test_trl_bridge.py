@@ -94,7 +94,7 @@ EXPECTED = {  # the papers' settings (REFERENCES.md), as TRL 1.16 fields
     "sapo": {"loss_type": "sapo", "sapo_temperature_pos": 1.0, "sapo_temperature_neg": 1.05, "beta": 0.0},
     "2-grpo": {"loss_type": "grpo", "num_generations": 2, "scale_rewards": "group", "beta": 0.0},
     "gdpo": {"loss_type": "grpo", "multi_objective_aggregation": "normalize_then_sum", "epsilon": 0.2},
-    "gopo": {"loss_type": "grpo", "multi_objective_aggregation": "sum_then_normalize", "scale_rewards": "group"},
+    "gopo": {"loss_type": "dapo", "multi_objective_aggregation": "sum_then_normalize", "scale_rewards": "group"},
 }
 
 
