@@ -7,7 +7,14 @@
 Every variant is an entry of :data:`grpo_lessons.variants.VARIANTS`.
 """
 
-from .advantages import group_advantages, zero_gradient_probability
+from .advantages import (
+    combine_rewards,
+    decoupled_advantages,
+    group_advantages,
+    rank_advantages,
+    variant_advantages,
+    zero_gradient_probability,
+)
 from .correction import off_policy_sequence_mask, rollout_weights
 from .divergence import topk_divergence
 from .kl import exact_kl, kl_estimate
@@ -18,6 +25,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "group_advantages",
+    "decoupled_advantages",
+    "rank_advantages",
+    "combine_rewards",
+    "variant_advantages",
     "zero_gradient_probability",
     "kl_estimate",
     "rollout_weights",

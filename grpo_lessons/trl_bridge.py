@@ -9,8 +9,11 @@ Two pieces:
   ``mask_truncated_completions``, SAPO temperatures, ``num_generations`` for 2-GRPO) and a
   precision that suits the machine (bf16 on a GPU that has it, fp32 on CPU).
 * :class:`GRPOLessonsTrainer` — a ``trl.GRPOTrainer`` whose loss is :func:`grpo_lessons.policy_loss`
-  for any registry variant, including those TRL lacks (``gspo_token`` now), and which can do DAPO's
-  dynamic sampling (drop groups with equal rewards, refill from the dataset).  It overrides only
+  for any registry variant, including those TRL lacks (``gspo_token``, ``gopo``), and which can do DAPO's
+  dynamic sampling (drop groups with equal rewards, refill from the dataset).  Where a variant's
+  advantages are not TRL's (GOPO's ranks; GDPO when ``multi_objective_aggregation`` is not
+  ``"normalize_then_sum"``) it replaces TRL's advantages by :func:`grpo_lessons.variant_advantages` of the
+  scored rewards (unscorable completions get 0, as in TRL).  It overrides only
   ``_compute_loss`` (the per-token log-probs still come from TRL's own
   ``_get_per_token_logps_and_entropies``) and, for dynamic sampling, wraps
   ``_generate_and_score_completions``.  ``tests/test_trl_bridge.py`` checks that for every variant
@@ -31,6 +34,7 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from .divergence import topk_divergence
+from .advantages import variant_advantages
 from .losses import policy_loss
 from .shaping import informative_groups
 from .variants import Variant, get_variant
@@ -57,7 +61,7 @@ _AGGREGATION_TO_LOSS_TYPE = {"seq_mean_token_mean": "grpo", "token_mean": "dapo"
 _OBJECTIVE_LOSS_TYPES = ("sapo", "cispo", "vespo")
 # Our advantage scale -> TRL's scale_rewards; "batch_centered" (ScaleRL) is TRL's "none" rescaled by
 # GRPOLessonsTrainer with the batch std of the centred advantages.
-_SCALE_TO_TRL = {"batch_centered": "none"}
+_SCALE_TO_TRL = {"batch_centered": "none", "decoupled": "group", "rank": "group"}
 # Objective hyper-parameter -> the GRPOConfig field that holds it.
 _PARAM_TO_FIELD = {
     "epsilon": "epsilon",
@@ -69,6 +73,8 @@ _PARAM_TO_FIELD = {
     "k_neg": "vespo_k_neg",
     "lambda_neg": "vespo_lambda_neg",
 }
+# (also) GDPO's "decoupled" is normalize_then_sum (which ignores scale_rewards); GOPO's ranks are computed by
+# GRPOLessonsTrainer over TRL's group advantages.
 # Registry train_defaults that map one-to-one onto GRPOConfig fields.
 _TRAIN_FIELDS = ("beta", "learning_rate", "mask_truncated_completions")
 
@@ -105,6 +111,8 @@ def _derived_fields(v: Variant) -> dict[str, Any]:
         "importance_sampling_level": "sequence" if v.ratio_level == "sequence" else "token",
         "scale_rewards": _SCALE_TO_TRL.get(v.advantage_scale, v.advantage_scale),
     }
+    if v.advantage_scale == "decoupled":  # GDPO
+        fields["multi_objective_aggregation"] = "normalize_then_sum"
     for param in v.loss_params:
         value = v.loss_defaults.get(param)
         if value is not None and param in _PARAM_TO_FIELD:  # DPPO's options have no GRPOConfig field
@@ -169,6 +177,9 @@ def variant_for_config(args) -> str:
     loss_type = args.loss_type
     if level == "sequence" and loss_type == "grpo":
         return "gspo"
+    if (level == "token" and loss_type == "grpo"
+            and getattr(args, "multi_objective_aggregation", "sum_then_normalize") == "normalize_then_sum"):
+        return "gdpo"
     if level == "token" and loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "sapo", "cispo", "vespo"):
         return "2-grpo" if (loss_type == "grpo" and args.num_generations == 2) else loss_type
     raise ValueError(
@@ -303,7 +314,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
 
     def _check_supported(self) -> None:
         a, v = self.args, self.variant
-        if (a.scale_rewards != _SCALE_TO_TRL.get(v.advantage_scale, v.advantage_scale)
+        if (not self._own_advantages() and v.advantage_scale != "decoupled"
+                and a.scale_rewards != _SCALE_TO_TRL.get(v.advantage_scale, v.advantage_scale)
                 and a.multi_objective_aggregation == "sum_then_normalize"):
             warnings.warn(
                 f"variant {v.name!r} uses advantage scale {v.advantage_scale!r} but args.scale_rewards="
@@ -462,6 +474,27 @@ class GRPOLessonsTrainer(GRPOTrainer):
         for name, value in out.extras.items():
             self._log_mean(name, value)
 
+    # ---- advantages TRL does not compute: GOPO's ranks, GDPO when TRL sums first ---------------------
+
+    def _own_advantages(self) -> bool:
+        v = self.variant
+        return v.advantage_scale == "rank" or (
+            v.advantage_scale == "decoupled" and self.args.multi_objective_aggregation != "normalize_then_sum")
+
+    def _score(self, inputs):
+        """TRL's generation and scoring, with the advantages replaced where the variant's piece is not TRL's."""
+        batch = super()._generate_and_score_completions(inputs)
+        if not self._own_advantages():
+            return batch
+        G = self.num_generations if self.model.training else self.num_generations_eval
+        R = self._last_rewards_per_func.detach().float().cpu()  # (N_all, K) gathered over processes
+        adv = variant_advantages(R, G, self.variant, weights=self.reward_weights.detach().float().cpu(),
+                                 allow_unscored=True)  # (N_all,) unscorable rows: 0, as TRL
+        local = batch["advantages"].shape[0]
+        start = self.accelerator.process_index * local  # TRL's process slice
+        batch["advantages"] = adv[start:start + local].to(batch["advantages"].device, batch["advantages"].dtype)
+        return batch
+
     # ---- dynamic sampling ------------------------------------------------------------------------
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -518,7 +551,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
         return batch
 
     def _dynamic_sampling_batch(self, inputs):
-        batch = super()._generate_and_score_completions(inputs)
+        batch = self._score(inputs)
         if not self.dynamic_sampling or not self.model.training:
             return batch
         G = self.num_generations
@@ -535,7 +568,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
         rounds = 0
         while missing > 0 and rounds < self.max_sampling_rounds:
             rows = [row for row in self._draw_prompts(n_groups) for _ in range(G)]  # G copies, contiguous
-            extra = super()._generate_and_score_completions(rows[rank * n_local:(rank + 1) * n_local])
+            extra = self._score(rows[rank * n_local:(rank + 1) * n_local])
             good = self._informative(G).nonzero().flatten().tolist()[:missing]
             pieces.append((extra, good))
             missing -= len(good)
