@@ -265,6 +265,10 @@ register(Variant(
     notes="CISPO loss (eps_max = 5), token mean within each prompt's group then mean over prompts, advantages "
           "r - mean_g divided by the batch std of those centred advantages (not TRL's std of raw rewards); "
           "the recipe also filters zero-variance prompts and uses FP32 LM-head logits.",
+))
+
+# -- rewards family (notebooks 15-16) ------------------------------------------------------------------
+
 register(Variant(
     name="gdpo",
     title="GDPO (Group reward-Decoupled normalization Policy Optimization)",
