@@ -99,3 +99,19 @@ def zero_gradient_probability(p: float, group_size: int) -> float:
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     return p**group_size + (1.0 - p) ** group_size
+
+
+def variant_advantages(rewards, group_size: int, variant="grpo", weights=None, *,
+                       allow_unscored: bool = False) -> torch.Tensor:
+    """The advantages a registry variant uses, from an ``(N, K)`` reward matrix (weighted sum, then its scale)."""
+    from .variants import get_variant
+
+    v = get_variant(variant)
+    R = as_float_tensor(rewards, "rewards")
+    R = R.unsqueeze(1) if R.dim() == 1 else R
+    w = torch.ones(R.shape[1]) if weights is None else torch.as_tensor(weights, dtype=R.dtype)
+    r = (R * w).nansum(dim=1)
+    unscored = torch.isnan(R).all(dim=1)
+    if bool(unscored.any()):
+        raise NotImplementedError("unscorable completions: waiting for the rewards branch")
+    return group_advantages(r, group_size, scale=v.advantage_scale)

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--model", default=d.model,
                    help="smollm2 (offline SmolLM2-135M-Instruct), tiny-qwen2, tiny-qwen3, a hub name or a local path")
     t.add_argument("--task", default=d.task, help="arithmetic or countdown")
-    t.add_argument("--variant", default=d.variant, help="grpo, bnpo, dr_grpo, dapo, gspo, gspo_token, sapo, 2-grpo")
+    t.add_argument("--variant", default=d.variant, help="a registered variant (grpo-lessons variants lists them)")
     t.add_argument("--steps", type=int, default=d.steps)
     t.add_argument("--prompts-per-step", type=int, default=d.prompts_per_step)
     t.add_argument("--group-size", "-G", type=int, default=None,
@@ -70,6 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DAPO soft overlong penalty over the last N tokens before --max-new-tokens (default: off)")
     t.add_argument("--reward-weights", type=float, nargs="+", default=None,
                    help="one weight per reward function of the task")
+    # entropy bonus, ScaleRL's retirement of solved prompts, DPPO top-K (TrainConfig fields of the same names)
+    t.add_argument("--entropy-bonus", type=float, default=d.entropy_bonus,
+                   help="alpha of the entropy bonus (0: off); --entropy-in says where it enters")
+    t.add_argument("--entropy-in", choices=("reward", "loss"), default=d.entropy_in,
+                   help="reward: r_i += alpha * H_i (sampler's mean token entropy); loss: loss -= alpha * entropy")
+    t.add_argument("--retire-solved-at", type=float, default=None,
+                   help="retire prompts for good once their group pass rate reaches this (ScaleRL: 0.9; default: off)")
+    t.add_argument("--topk", type=int, default=d.topk,
+                   help="sampler tokens recorded per position for DPPO's top-K variants (dppo_topk_tv/kl)")
     t.add_argument("--save-model", action="store_true", help="write the trained model/adapter to <out>/model")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -32,14 +32,16 @@ CONFIG_NAME = "config.json"
 class PromptStream:
     """Training prompts in a seeded order: epoch ``e`` is a permutation drawn from ``Random(seed, e)``.
 
-    The position ``(epoch, pos)`` is the whole state, so a checkpoint that saves it resumes with the
-    same data order.
+    The position ``(epoch, pos)`` and the set of retired prompts are the whole state, so a checkpoint that
+    saves it resumes with the same data order.  :meth:`retire` takes prompts out of the pool for good
+    (ScaleRL's no-positive-resampling, ``TrainConfig(retire_solved_at=...)``): :meth:`take` skips them.
     """
 
-    def __init__(self, n: int, seed: int, epoch: int = 0, pos: int = 0) -> None:
+    def __init__(self, n: int, seed: int, epoch: int = 0, pos: int = 0, retired=()) -> None:
         if n <= 0:
             raise ValueError("the training set is empty: there are no prompts to sample from")
         self.n, self.seed, self.epoch, self.pos = n, seed, epoch, pos
+        self.retired: set[int] = {int(i) for i in retired}
         self._order = self._permutation(epoch)
 
     def _permutation(self, epoch: int) -> list[int]:
@@ -47,18 +49,34 @@ class PromptStream:
         random.Random(f"{self.seed}-{epoch}").shuffle(order)  # a str seed hashes stably (not PYTHONHASHSEED)
         return order
 
+    @property
+    def pool_size(self) -> int:
+        """Prompts still in the pool (not retired)."""
+        return self.n - len(self.retired)
+
+    def retire(self, indices) -> int:
+        """Remove these prompt indices from the pool for good; returns how many were newly retired."""
+        before = len(self.retired)
+        self.retired.update(int(i) for i in indices)
+        return len(self.retired) - before
+
     def take(self, k: int) -> list[int]:
+        if k > 0 and self.pool_size == 0:
+            raise RuntimeError(f"every one of the {self.n} training prompts has been retired as solved "
+                               "(retire_solved_at): there is nothing left to train on. Raise the threshold or stop.")
         out = []
         while len(out) < k:
             if self.pos == self.n:
                 self.epoch, self.pos = self.epoch + 1, 0
                 self._order = self._permutation(self.epoch)
-            out.append(self._order[self.pos])
+            i = self._order[self.pos]
             self.pos += 1
+            if i not in self.retired:
+                out.append(i)
         return out
 
     def state(self) -> dict:
-        return {"epoch": self.epoch, "pos": self.pos}
+        return {"epoch": self.epoch, "pos": self.pos, **({"retired": sorted(self.retired)} if self.retired else {})}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,7 +87,8 @@ BASE_COLUMNS = [
     "step", "reward_mean", "reward_std", "accuracy", "eval_reward_mean", "eval_completion_len",
     "loss", "policy_loss", "kl", "clip_frac", "clip_frac_low", "clip_frac_high", "ratio_mean", "grad_norm",
     "completion_len", "truncated_frac", "empty_frac", "overlong_penalty", "frac_zero_std_groups",
-    "resample_rounds", "groups_trained", "completions_sampled", "seconds", "elapsed",
+    "resample_rounds", "groups_trained", "completions_sampled", "entropy", "entropy_bonus", "retired", "pool_size",
+    "seconds", "elapsed",
 ]
 
 

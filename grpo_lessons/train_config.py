@@ -16,10 +16,11 @@ from typing import Any
 
 from .variants import get_variant
 
-__all__ = ["TrainConfig", "TRAJECTORY_FIELDS", "DEFAULT_GROUP_SIZE", "DEFAULT_PROMPTS_PER_STEP"]
+__all__ = ["TrainConfig", "TRAJECTORY_FIELDS", "DEFAULT_GROUP_SIZE", "DEFAULT_PROMPTS_PER_STEP", "ENTROPY_IN"]
 
 DEFAULT_GROUP_SIZE = 8
 DEFAULT_PROMPTS_PER_STEP = 8
+ENTROPY_IN = ("reward", "loss")  # where TrainConfig.entropy_bonus enters
 
 
 @dataclass
@@ -65,6 +66,10 @@ class TrainConfig:
     mask_truncated_completions: bool | None = None  # DAPO overlong filtering; None -> variant default
     overlong_cache_len: int | None = None  # DAPO soft overlong penalty buffer (tokens); None: off
     reward_weights: tuple[float, ...] | None = None  # None -> the task's weights
+    entropy_bonus: float = 0.0  # alpha of the entropy bonus (0: off); where it enters: entropy_in
+    entropy_in: str = "reward"  # "reward": r_i += alpha * H_i (sampler's mean token entropy); "loss": veRL entropy_coeff
+    retire_solved_at: float | None = None  # ScaleRL no-positive-resampling: retire prompts with pass rate >= this
+    topk: int = 20  # DPPO top-K variants: how many of the sampler's most likely tokens are recorded per position
     max_minutes: float | None = None  # stop after this much wall time (then evaluate and checkpoint); None: no limit
     save_model: bool = False  # write the trained model (or adapter) to out/model at the end
     dtype: str | None = None  # None: float32 on CPU
@@ -156,6 +161,13 @@ class TrainConfig:
             positive_int("trainable_layers")
         if not self.out:
             raise ValueError("out (the run directory) must be set")
+        if not isinstance(self.entropy_bonus, (int, float)) or not math.isfinite(self.entropy_bonus):
+            raise ValueError(f"entropy_bonus must be a finite number, got {self.entropy_bonus!r}")
+        if self.entropy_in not in ENTROPY_IN:
+            raise ValueError(f"entropy_in must be one of {ENTROPY_IN}, got {self.entropy_in!r}")
+        if self.retire_solved_at is not None and not 0 < self.retire_solved_at <= 1:
+            raise ValueError(f"retire_solved_at must be in (0, 1] (a pass rate) or None, got {self.retire_solved_at!r}")
+        positive_int("topk")
 
 
 # The settings that decide the trajectory of a run: a checkpoint made with other values cannot be resumed.
@@ -163,4 +175,5 @@ TRAJECTORY_FIELDS = ("model", "task", "variant", "prompts_per_step", "group_size
                      "epsilon_high", "mu", "max_new_tokens", "temperature", "max_grad_norm", "weight_decay",
                      "micro_batch_size", "seed", "lora", "lora_r", "lora_alpha", "lora_targets", "dynamic_sampling",
                      "max_resample_rounds", "mask_truncated_completions", "overlong_cache_len", "reward_weights",
-                     "generation_batch_size", "trainable_layers")
+                     "generation_batch_size", "trainable_layers", "entropy_bonus", "entropy_in",
+                     "retire_solved_at", "topk")

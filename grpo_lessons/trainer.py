@@ -11,15 +11,21 @@ One step (:meth:`Trainer.step`), each line a named call into the pipeline's modu
 
     rows     = next P prompts of the training set (a seeded permutation per epoch)   records.PromptStream
     rollout  = G completions per prompt, sampled at `temperature`                   rollout.generate_completions
-    rewards  = sum_k w_k * reward_fn_k(completions, **columns)                      score_completions
+    R        = [reward_fn_k(completions, **columns)]_k, (N, K); NaN where None     score_completions
              (+ DAPO's soft overlong penalty when overlong_cache_len is set)        shaping.soft_overlong_penalty
+             (+ alpha * H_i, entropy_in="reward": H_i the sampler's mean token entropy) shaping.completion_entropy
+    rewards  = nansum_k w_k R_ik (NaN where every reward function said None: unscorable)
+    [retire_solved_at: prompts whose pass rate reaches it leave the pool for good]   shaping.solved_groups
     [dynamic sampling: drop groups whose rewards are all equal, sample new prompts, at most
      max_resample_rounds extra rounds]                                              shaping.informative_groups
-    A        = group_advantages(rewards, G, scale=variant.advantage_scale)          advantages.group_advantages
+    A        = the variant's advantages of R (GRPO z-score, Dr. GRPO, ScaleRL's batch std,
+               GDPO per-reward, GOPO ranks); unscorable completions get 0            advantages.variant_advantages
     mask     = completion mask (x truncation mask under overlong filtering)         shaping.truncation_mask
     old_logp = log-probs before the update (only needed when mu > 1; otherwise logp.detach())
     ref_logp = log-probs under the reference model (only when beta > 0)
     repeat mu times: loss = policy_loss(logp, old_logp, A, mask, variant, beta, ref_logp)   losses.policy_loss
+                     (DPPO top-K: divergence over the sampler's top-K ids              divergence.topk_divergence
+                      entropy_in="loss": - alpha * aggregated token entropy)          shaping.token_entropy
                      backward (micro-batches), clip the gradient norm, AdamW step
 
 The configuration lives in :mod:`grpo_lessons.train_config`, the run records (metrics CSV, checkpoints,
@@ -43,11 +49,14 @@ from typing import Any
 import torch
 
 from . import records
-from .advantages import group_advantages
+from .advantages import variant_advantages
+from .aggregation import aggregate, prompt_weights
+from .divergence import topk_divergence
 from .losses import LossOutput, policy_loss
 from .records import CHECKPOINT_NAME, CONFIG_NAME, METRICS_NAME, PromptStream, load_history
 from .rollout import Rollout, concat_rollouts, context_length, generate_completions, prompt_lengths, rollout_logps
-from .shaping import informative_groups, soft_overlong_penalty, truncation_mask
+from .shaping import (completion_entropy, informative_groups, soft_overlong_penalty, solved_groups, token_entropy,
+                      truncation_mask)
 from .train_config import TrainConfig
 from .variants import Variant, get_variant
 
@@ -98,6 +107,8 @@ def score_completions(rollout: Rollout, rows: Sequence[dict], reward_funcs: Sequ
     prompts), ``prompts``, ``completion_ids`` and every dataset column except ``prompt``, each repeated
     ``G`` times.  What it returns is checked: exactly ``N`` finite numbers, or ``None`` for "does not
     apply" (counted as 0, as TRL's ``nansum``).  Anything else raises ``ValueError`` naming the function.
+    A completion for which *every* function returned ``None`` is unscorable: its total is NaN (TRL: left out
+    of the group statistics, advantage 0; see :func:`grpo_lessons.advantages.variant_advantages`).
     """
     from .rewards import check_rewards
 
@@ -116,6 +127,7 @@ def score_completions(rollout: Rollout, rows: Sequence[dict], reward_funcs: Sequ
     prompts = [p for p in rollout.prompts for _ in range(G)]
     ids = [row[m.bool()].tolist() for row, m in zip(rollout.completion_ids, rollout.completion_mask)]
     total = torch.zeros(N, dtype=torch.float32)
+    scored = torch.zeros(N, dtype=torch.bool)
     parts = {}
     for name, f, w in zip(reward_names(reward_funcs), reward_funcs, weights):
         values = check_rewards(f(completions=completions, prompts=prompts, completion_ids=ids, **columns), N,
@@ -123,7 +135,8 @@ def score_completions(rollout: Rollout, rows: Sequence[dict], reward_funcs: Sequ
         r = torch.tensor(values, dtype=torch.float32)  # (N,), NaN where the function said None
         parts[name] = r
         total += w * torch.nan_to_num(r, nan=0.0)
-    return total, parts
+        scored |= ~torch.isnan(r)
+    return torch.where(scored, total, torch.full_like(total, float("nan"))), parts
 
 
 def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: torch.Tensor, *,
@@ -131,21 +144,52 @@ def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: tor
                old_logps: torch.Tensor | None = None, ref_logps: torch.Tensor | None = None,
                epsilon: float | None = None, epsilon_high: float | None = None,
                max_completion_length: int | None = None, num_items_in_batch: float | None = None,
-               rows: slice | None = None) -> tuple[LossOutput, torch.Tensor]:
+               rows: slice | None = None, group_size: int | None = None,
+               prompt_weights: torch.Tensor | None = None,
+               entropy_coef: float = 0.0) -> tuple[LossOutput, torch.Tensor]:
     """The GRPO loss of (a slice of) a batch, with gradient: forward pass, then :func:`policy_loss`.
 
     ``advantages`` is ``(N,)``, ``loss_mask``/``old_logps``/``ref_logps`` are ``(N, T)``; ``rows`` picks a
     micro-batch.  ``old_logps=None`` means on policy: ``pi_old = sg(pi_theta)``, every ratio exactly 1.
-    Returns ``(LossOutput, logp)`` with ``logp`` the ``(b, T)`` log-probs that carry the gradient.
+    ``group_size`` / ``prompt_weights`` ``(N,)`` (of the whole batch) are ScaleRL's ``prompt_mean`` normaliser.
+    DPPO's top-K variants get ``divergence = topk_divergence(...)`` between the sampler's top-K
+    (``rollout.sampler_topk_ids``/``sampler_topk_logps``, recorded at generation) and this forward's logits.
+    ``entropy_coef = alpha > 0`` subtracts ``alpha * aggregate(H)`` from the loss, ``H`` ``(b, T)`` the token
+    entropy of the current (tempered) policy with its gradient, aggregated as the variant aggregates the loss
+    (veRL ``actor.entropy_coeff``); ``out.extras["entropy"]`` is its token mean, ``["entropy_term"]`` the
+    aggregate.  Returns ``(LossOutput, logp)`` with ``logp`` the ``(b, T)`` log-probs that carry the gradient.
     """
+    v = get_variant(variant)
     sl = rows if rows is not None else slice(0, len(rollout))
-    logp = rollout_logps(model, rollout, temperature, rows=sl)  # (b, T), the prompt run once per group
+    kind = str(v.loss_defaults.get("kind", "")) if v.objective == "dppo" else ""
+    need_logits = bool(entropy_coef) or kind.startswith("topk")
+    logp = rollout_logps(model, rollout, temperature, rows=sl, return_logits=need_logits)  # (b, T)
+    logits = None
+    if need_logits:
+        logp, logits = logp  # (b, T), (b, T, V) tempered
     old = logp.detach() if old_logps is None else old_logps[sl]
+    mask = loss_mask[sl]
+    divergence = None
+    if kind.startswith("topk"):
+        if rollout.sampler_topk_ids is None:
+            raise ValueError(f"variant {v.name!r} needs the sampler's top-K (generate_completions(record_topk=K))")
+        with torch.no_grad():  # the trust region is a mask: no gradient through D
+            divergence = topk_divergence(rollout.sampler_topk_ids[sl], rollout.sampler_topk_logps[sl],
+                                         logits.detach(), rollout.completion_ids[sl], kind[len("topk_"):],
+                                         temperature=1.0, sampled_logp=rollout.sampling_logps[sl])  # (b, T)
+    agg_kw = {"max_completion_length": max_completion_length, "num_items_in_batch": num_items_in_batch,
+              "group_size": group_size, "prompt_weights": None if prompt_weights is None else prompt_weights[sl]}
     out = policy_loss(
-        logp, old, advantages[sl], loss_mask[sl], variant=variant, epsilon=epsilon, epsilon_high=epsilon_high,
-        beta=beta, ref_logp=None if ref_logps is None else ref_logps[sl],
-        max_completion_length=max_completion_length, num_items_in_batch=num_items_in_batch,
+        logp, old, advantages[sl], mask, variant=v, epsilon=epsilon, epsilon_high=epsilon_high,
+        beta=beta, ref_logp=None if ref_logps is None else ref_logps[sl], divergence=divergence, **agg_kw,
     )
+    if entropy_coef:
+        h = token_entropy(logits)  # (b, T), with gradient
+        term = aggregate(h, mask, v.aggregation, **agg_kw)
+        out.loss = out.loss - entropy_coef * term
+        m = mask.to(h.dtype)
+        out.extras["entropy"] = float((h.detach() * m).sum() / m.sum().clamp(min=1.0))
+        out.extras["entropy_term"] = float(term.detach())
     return out, logp
 
 
@@ -172,7 +216,7 @@ def evaluate(model, tokenizer, rows: Sequence[dict], accuracy_fn: Callable, *, m
         lengths += ro.lengths.tolist()
     return {
         "accuracy": sum(correct) / len(correct),
-        "reward_mean": sum(rewards) / len(rewards) if rewards else None,
+        "reward_mean": _nanmean(torch.tensor(rewards)) if rewards else None,
         "completion_len": sum(lengths) / len(lengths),
         "n": len(correct),
     }
@@ -189,12 +233,13 @@ class Batch:
 
     rows: list[dict]  # P dataset rows
     rollout: Rollout  # N = P * G completions
-    rewards: torch.Tensor  # (N,) the reward used for the advantages (incl. any overlong penalty)
+    rewards: torch.Tensor  # (N,) the reward used for the advantages (incl. any overlong penalty); NaN: unscorable
     advantages: torch.Tensor | None  # (N,), filled in by Trainer.prepare
     loss_mask: torch.Tensor | None  # (N, T) completion mask, times the truncation mask under overlong filtering
     old_logps: torch.Tensor | None  # (N, T) when mu > 1
     ref_logps: torch.Tensor | None  # (N, T) when beta > 0
     stats: dict  # what sampling saw: all sampled completions' rewards, zero-std groups, rounds
+    reward_matrix: torch.Tensor | None = None  # (N, K') each reward function's column, then the shaping columns
 
     @property
     def num_groups(self) -> int:
@@ -284,6 +329,14 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
         self.stream = PromptStream(len(self.train_rows), cfg.seed)
+        v = self.variant
+        self.record_topk = cfg.topk if v.objective == "dppo" and str(v.loss_defaults.get("kind", "")).startswith("topk") else 0
+        self.entropy_reward = cfg.entropy_bonus if cfg.entropy_in == "reward" else 0.0
+        self.entropy_coef = cfg.entropy_bonus if cfg.entropy_in == "loss" else 0.0
+        # The reward matrix's columns: the reward functions, then the shaping terms as extra "reward functions"
+        # (the overlong penalty with weight 1, the entropy bonus H_i with weight alpha).
+        self.matrix_weights = list(self.reward_weights) + ([1.0] if cfg.overlong_cache_len else []) + (
+            [float(self.entropy_reward)] if self.entropy_reward else [])
         self.step_count = 0
         self.history: list[dict] = []
         self.elapsed = 0.0
@@ -356,16 +409,21 @@ class Trainer:
 
     # ----- 1. sample and score
     def sample_round(self, num_prompts: int) -> tuple[list[dict], Rollout, torch.Tensor, dict[str, torch.Tensor],
-                                                      torch.Tensor]:
+                                                      torch.Tensor, torch.Tensor]:
         """Take the next ``num_prompts`` rows, sample ``G`` completions each and score them.
 
-        Returns ``(rows, rollout, rewards (N,), per-function rewards, overlong penalty (N,))``.
+        Returns ``(rows, rollout, rewards (N,), per-function rewards, overlong penalty (N,), reward matrix (N, K'))``;
+        the matrix holds the reward functions' columns, then the overlong penalty and the entropy ``H_i``
+        (``entropy_in="reward"``) as extra columns, weighted by ``self.matrix_weights``; ``rewards`` is its
+        weighted ``nansum`` (NaN for unscorable completions).
         """
         cfg = self.cfg
-        rows = [self.train_rows[i] for i in self.stream.take(num_prompts)]
+        indices = self.stream.take(num_prompts)
+        rows = [self.train_rows[i] for i in indices]
         ro = generate_completions(self.model, self.tokenizer, [r["prompt"] for r in rows], cfg.group_size,
                                   max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                  compute_logps=False, batch_size=cfg.generation_batch_size)
+                                  compute_logps=False, batch_size=cfg.generation_batch_size,
+                                  record_topk=self.record_topk)
         content = ro.lengths - ro.is_eos.long()  # (N,) tokens before the EOS
         if bool((content == 0).all()):
             raise RuntimeError(
@@ -374,19 +432,45 @@ class Trainer:
                 "the EOS/pad tokens and the generation config of the model.")
         rewards, parts = score_completions(ro, rows, self.reward_funcs, self.reward_weights)
         penalty = torch.zeros_like(rewards)
+        columns = list(parts.values())  # each (N,)
         if cfg.overlong_cache_len:
             penalty = soft_overlong_penalty(ro.lengths.float(), cfg.max_new_tokens, cfg.overlong_cache_len)
-        return rows, ro, rewards + penalty, parts, penalty
+            columns.append(penalty)
+        if self.entropy_reward:
+            columns.append(completion_entropy(ro.sampling_entropy, ro.completion_mask))  # H_i, weight alpha
+        R = torch.stack(columns, dim=1)  # (N, K')
+        unscorable = torch.isnan(rewards)  # (N,) every reward function said None: shaping does not score it
+        R[unscorable] = float("nan")
+        w = torch.tensor(self.matrix_weights, dtype=R.dtype)
+        total = torch.where(unscorable, rewards, (R * w).nansum(dim=1))  # (N,)
+        self._retire_solved(indices, ro, rows, parts)
+        return rows, ro, total, parts, penalty, R
+
+    def _retire_solved(self, indices: list[int], ro: Rollout, rows: list[dict], parts: dict) -> None:
+        """ScaleRL's no-positive-resampling: prompts whose group pass rate >= ``retire_solved_at`` leave the pool.
+
+        Right = the accuracy function (the task's correctness reward) gives >= 1.  Retired prompts are never
+        sampled again (:meth:`records.PromptStream.retire`; the set is saved in checkpoints).
+        """
+        if self.cfg.retire_solved_at is None:
+            return
+        i = next((k for k, f in enumerate(self.reward_funcs) if f is self.accuracy_fn), None)
+        if i is not None:
+            correct = list(parts.values())[i]
+        else:
+            correct = next(iter(score_completions(ro, rows, [self.accuracy_fn])[1].values()))
+        solved = solved_groups(correct, self.cfg.group_size, self.cfg.retire_solved_at)  # (P,)
+        self.stream.retire([idx for idx, s in zip(indices, solved.tolist()) if s])
 
     def sample(self) -> Batch:
         """``prompts_per_step`` scored groups (with dynamic sampling: informative ones); no advantages yet."""
         cfg, G = self.cfg, self.cfg.group_size
-        kept_rows, kept_ro, kept_r = [], [], []
+        kept_rows, kept_ro, kept_r, kept_R = [], [], [], []
         seen_r, seen_parts, seen_pen, seen_ro = [], [], [], []
         rounds, zero_std, groups_seen = 0, 0, 0
         while True:
             need = cfg.prompts_per_step - sum(len(r) for r in kept_rows)
-            rows, ro, r, parts, pen = self.sample_round(need)
+            rows, ro, r, parts, pen, R = self.sample_round(need)
             informative = informative_groups(r, G)  # (need,) bool
             zero_std += int((~informative).sum())
             groups_seen += len(rows)
@@ -396,6 +480,7 @@ class Trainer:
                 kept_rows.append([rows[g] for g in keep])
                 kept_ro.append(ro.select_groups(keep))
                 kept_r.append(r.view(-1, G)[keep].reshape(-1))
+                kept_R.append(R.view(-1, G, R.shape[1])[keep].reshape(-1, R.shape[1]))
             full = sum(len(x) for x in kept_rows) == cfg.prompts_per_step
             if full or not cfg.dynamic_sampling or rounds >= cfg.max_resample_rounds:
                 break
@@ -409,6 +494,7 @@ class Trainer:
             "lengths": torch.cat([x.lengths for x in seen_ro]).float(),
             "truncated": torch.cat([x.truncated for x in seen_ro]).float(),
             "empty": torch.cat([(x.lengths - x.is_eos.long()) == 0 for x in seen_ro]).float(),
+            "entropy": torch.cat([completion_entropy(x.sampling_entropy, x.completion_mask) for x in seen_ro]),
             "frac_zero_std_groups": zero_std / groups_seen,
             "resample_rounds": rounds,
             "completions_sampled": int(all_r.numel()),
@@ -420,7 +506,8 @@ class Trainer:
                          stats=stats)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else seen_ro[0].meta["pad_token_id"]
         return Batch(rows=rows, rollout=concat_rollouts(kept_ro, pad), rewards=torch.cat(kept_r),
-                     advantages=None, loss_mask=None, old_logps=None, ref_logps=None, stats=stats)
+                     advantages=None, loss_mask=None, old_logps=None, ref_logps=None, stats=stats,
+                     reward_matrix=torch.cat(kept_R))
 
     # ----- 2. advantages, masks and the fixed log-probs
     def prepare(self, batch: Batch) -> Batch:
@@ -428,7 +515,8 @@ class Trainer:
         if not batch.rows:
             return batch
         ro = batch.rollout
-        batch.advantages = group_advantages(batch.rewards, self.cfg.group_size, scale=self.variant.advantage_scale)
+        batch.advantages = variant_advantages(batch.reward_matrix, self.cfg.group_size, self.variant,
+                                              self.matrix_weights, allow_unscored=True)  # (N,)
         mask = ro.completion_mask.float()  # (N, T)
         if self.cfg.mask_truncated_completions:
             mask = mask * truncation_mask(ro.truncated).unsqueeze(1)  # DAPO overlong filtering
@@ -452,8 +540,11 @@ class Trainer:
             return {"loss": None, "policy_loss": None, "kl": None, "clip_frac": None, "clip_frac_low": None,
                     "clip_frac_high": None, "ratio_mean": None, "grad_norm": None, "groups_trained": 0}
         token_mean = v.aggregation == "token_mean"
+        # ScaleRL's prompt_mean: each row's weight 1 / (P n_g) from the whole batch, so micro-batches add up exactly
+        pw = prompt_weights(batch.loss_mask, cfg.group_size) if v.aggregation == "prompt_mean" else None
         total_tokens = float(batch.loss_mask.sum())
-        acc = {k: 0.0 for k in ("loss", "policy_loss", "kl", "ratio_mean", "clip_low", "clip_high", "grad_norm")}
+        acc = {k: 0.0 for k in ("loss", "policy_loss", "kl", "ratio_mean", "clip_low", "clip_high", "grad_norm",
+                                "entropy_term")}
         has_clip = has_kl = False
         for _ in range(cfg.mu):
             self.optimizer.zero_grad(set_to_none=True)
@@ -463,10 +554,11 @@ class Trainer:
                     temperature=cfg.temperature, beta=self.beta, old_logps=batch.old_logps,
                     ref_logps=batch.ref_logps, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
                     max_completion_length=cfg.max_new_tokens,
-                    num_items_in_batch=total_tokens if token_mean else None, rows=sl)
-                # Micro-batches add up to the full batch's loss exactly: token-mean variants already divide by
-                # the batch's token count; the others average over sequences, so weight by b / N.
-                weight = 1.0 if token_mean else (sl.stop - sl.start) / N
+                    num_items_in_batch=total_tokens if token_mean else None, rows=sl,
+                    group_size=cfg.group_size, prompt_weights=pw, entropy_coef=self.entropy_coef)
+                # Micro-batches add up to the full batch's loss exactly: token-mean (and prompt-mean) variants
+                # already divide by the whole batch's normaliser; the others average over sequences: weight b / N.
+                weight = 1.0 if token_mean or pw is not None else (sl.stop - sl.start) / N
                 (out.loss * weight).backward()
                 tok_share = float(batch.loss_mask[sl].sum()) / max(total_tokens, 1.0)
                 acc["loss"] += float(out.loss.detach()) * weight
@@ -475,6 +567,7 @@ class Trainer:
                     has_kl = True
                     acc["kl"] += float(out.kl) * weight
                 acc["ratio_mean"] += out.ratio_mean * tok_share
+                acc["entropy_term"] += out.extras.get("entropy_term", 0.0) * weight
                 if out.clip_frac_low is not None:
                     has_clip = True
                     acc["clip_low"] += out.clip_frac_low * tok_share
@@ -496,6 +589,7 @@ class Trainer:
             "clip_frac_high": acc["clip_high"] / mu if has_clip else None,
             "ratio_mean": acc["ratio_mean"] / mu, "grad_norm": acc["grad_norm"] / mu,
             "groups_trained": batch.num_groups,
+            **({"entropy_bonus": self.entropy_coef * acc["entropy_term"] / mu} if self.entropy_coef else {}),
         }
 
     # ----- 4. evaluation
@@ -545,9 +639,10 @@ class Trainer:
 
     def _sample_fields(self, st: dict) -> dict:
         r = st["rewards"]
+        scored = r[~torch.isnan(r)]  # unscorable completions (NaN) are left out
         return {
-            "reward_mean": float(r.mean()),
-            "reward_std": float(r.std()) if r.numel() > 1 else 0.0,
+            "reward_mean": float(scored.mean()) if scored.numel() else None,
+            "reward_std": float(scored.std()) if scored.numel() > 1 else 0.0,
             **{c: _nanmean(st["reward_parts"][n]) for c, n in zip(self.reward_columns, st["reward_parts"])},
             "completion_len": float(st["lengths"].mean()),
             "truncated_frac": float(st["truncated"].mean()),
@@ -556,6 +651,10 @@ class Trainer:
             "frac_zero_std_groups": st["frac_zero_std_groups"],
             "resample_rounds": st["resample_rounds"],
             "completions_sampled": st["completions_sampled"],
+            "entropy": float(st["entropy"].mean()),
+            **({"entropy_bonus": self.entropy_reward * float(st["entropy"].mean())} if self.entropy_reward else {}),
+            **({"retired": len(self.stream.retired), "pool_size": self.stream.pool_size}
+               if self.cfg.retire_solved_at is not None else {}),
         }
 
     def _time_up(self, running: float = 0.0) -> bool:
