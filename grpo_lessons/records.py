@@ -125,14 +125,21 @@ def append_csv(path: Path, columns: list[str], row: dict) -> None:
 
 
 def rng_state() -> dict[str, Any]:
-    """Every random state a step draws from: torch's CPU generator, Python's ``random``."""
-    return {"torch_rng": torch.get_rng_state(), "python_rng": random.getstate()}
+    """Every random state a step draws from: torch's CPU generator, every CUDA device's (when CUDA is
+    available: sampling on a GPU draws from those), Python's ``random``."""
+    state = {"torch_rng": torch.get_rng_state(), "python_rng": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what :func:`rng_state` saved."""
+    """Restore what :func:`rng_state` saved (the CUDA generators too, when both the checkpoint and this machine
+    have them)."""
     torch.set_rng_state(state["torch_rng"])
     random.setstate(state["python_rng"])
+    if state.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
 
 
 def save_checkpoint(trainer, path: Path) -> Path:

@@ -35,7 +35,7 @@ class TrainConfig:
     task: str = "arithmetic"  # a grpo_lessons.data task
     variant: str = "grpo"  # a grpo_lessons.variants name
     steps: int = 30  # the benchmark gained 27 points in its first 20 steps, then levelled off
-    prompts_per_step: int = 8
+    prompts_per_step: int | None = None  # prompts (groups) per step; None: 8, or the variant's (2-grpo: 32, same completions)
     group_size: int | None = None  # G completions per prompt; None: 8, or the G that defines the variant (2-grpo: 2)
     lr: float = 3e-5
     beta: float | None = None  # KL coefficient; None -> variant default (grpo: 0.04, which loads a reference model)
@@ -75,6 +75,9 @@ class TrainConfig:
         """A copy with every ``None`` default filled in (idempotent).
 
         * ``group_size``: the G that defines the variant (2-grpo: 2), else 8.
+        * ``prompts_per_step``: the variant's ``train_defaults["prompts_per_step"]``, else 8.  2-GRPO's is 32:
+          "2-GRPO at the same budget" means the same number of completions per step as the G = 8 run it is
+          compared with, 8 prompts x 8 = 32 prompts x 2 (4x the prompts; the paper's 8x is against G = 16).
         * ``max_new_tokens``: the task's budget (arithmetic 12, countdown 32), else ``DEFAULT_MAX_NEW_TOKENS``.
         * ``beta``, ``dynamic_sampling``, ``mask_truncated_completions``: the variant's ``train_defaults``.
         """
@@ -87,8 +90,11 @@ class TrainConfig:
         if n is None:
             task = TASKS.get(self.task)
             n = task.max_new_tokens if task is not None else DEFAULT_MAX_NEW_TOKENS
+        P = self.prompts_per_step
+        if P is None:
+            P = int(td.get("prompts_per_step", DEFAULT_PROMPTS_PER_STEP))
         return dataclasses.replace(
-            self, group_size=G, max_new_tokens=n,
+            self, group_size=G, max_new_tokens=n, prompts_per_step=P,
             beta=float(td.get("beta", 0.0)) if self.beta is None else self.beta,
             dynamic_sampling=(bool(td.get("dynamic_sampling", False)) if self.dynamic_sampling is None
                               else self.dynamic_sampling),
@@ -119,8 +125,10 @@ class TrainConfig:
             if not isinstance(x, int) or isinstance(x, bool) or x < (0 if allow_zero else 1):
                 raise ValueError(f"{name} must be an integer >= {0 if allow_zero else 1}, got {x!r}")
 
-        for name in ("steps", "prompts_per_step", "mu", "eval_batch_size", "micro_batch_size", "lora_r"):
+        for name in ("steps", "mu", "eval_batch_size", "micro_batch_size", "lora_r"):
             positive_int(name)
+        if self.prompts_per_step is not None:
+            positive_int("prompts_per_step")
         if self.max_new_tokens is not None:
             positive_int("max_new_tokens")
         r = self.resolve()
@@ -138,6 +146,10 @@ class TrainConfig:
                 "always 0, so nothing is learned)")
         if not self.lr > 0 or not math.isfinite(self.lr):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
+        if (self.epsilon is not None or self.epsilon_high is not None) and "epsilon" not in v.loss_params:
+            raise ValueError(
+                f"variant {v.name!r} ({v.objective} objective) has no clip range: epsilon/epsilon_high do not apply "
+                f"(its options: {list(v.loss_params) or 'none'})")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
         if self.beta is not None and (self.beta < 0 or not math.isfinite(self.beta)):

@@ -206,7 +206,8 @@ def prepare_model(cfg: TrainConfig, model) -> tuple[Any, Any]:
 
     LoRA (peft) wraps the model and its adapter-free base is the reference; ``trainable_layers`` freezes all
     but the last N blocks (+ the final norm); otherwise every weight trains.  Whenever ``beta > 0`` and the
-    reference cannot be the adapter-free base, a frozen copy of the initial weights is the reference.
+    reference cannot be the adapter-free base (full or ``trainable_layers`` training), a frozen copy of the
+    initial weights is the reference.
     """
     layers = _block_list(model) if cfg.trainable_layers is not None else None
     if layers is not None and cfg.trainable_layers > len(layers):
@@ -235,7 +236,7 @@ def prepare_model(cfg: TrainConfig, model) -> tuple[Any, Any]:
         if norm is not None:
             for p in norm.parameters():
                 p.requires_grad_(True)
-    elif cfg.beta > 0:
+    if cfg.beta > 0 and not cfg.lora:  # (LoRA: the adapter-free base is pi_ref, no copy needed)
         ref_model = copy.deepcopy(model).eval()  # pi_ref: the initial weights, frozen
         for p in ref_model.parameters():
             p.requires_grad_(False)
@@ -286,7 +287,8 @@ class Trainer:
         self.stream = PromptStream(len(self.train_rows), cfg.seed)
         self.step_count = 0
         self.history: list[dict] = []
-        self.elapsed = 0.0
+        self.elapsed = 0.0  # training wall time of the whole run, across resumes (the CSV's `elapsed`)
+        self.session_elapsed = 0.0  # this invocation's: what max_minutes limits, so a resumed run gets a new budget
         self.initial_eval: dict | None = None
         self.out = Path(cfg.out)
         self.csv_path = self.out / METRICS_NAME
@@ -534,6 +536,7 @@ class Trainer:
             row.update(self._eval_fields(self.evaluate()))
         row["seconds"] = time.perf_counter() - t0
         self.elapsed += row["seconds"]
+        self.session_elapsed += row["seconds"]
         row["elapsed"] = self.elapsed
         row = {c: row.get(c) for c in self.columns}
         self.history.append(row)
@@ -559,9 +562,9 @@ class Trainer:
         }
 
     def _time_up(self, running: float = 0.0) -> bool:
-        """True once ``max_minutes`` of (this run's) wall time have been used."""
+        """True once ``max_minutes`` of this invocation's wall time have been used (a resume starts a new budget)."""
         limit = self.cfg.max_minutes
-        return limit is not None and self.elapsed + running >= 60.0 * limit
+        return limit is not None and self.session_elapsed + running >= 60.0 * limit
 
     # ----- checkpoints (records.py)
     def save_checkpoint(self, path=None) -> Path:

@@ -300,3 +300,61 @@ def test_trainer_dynamic_sampling_agrees_with_the_reference_loop(tmp_path, seed,
     assert b.stats["resample_rounds"] == ref.rounds - 1
     assert b.stats["completions_sampled"] == ref.sampled * G
     assert round(b.stats["frac_zero_std_groups"] * ref.sampled) == ref.dropped
+
+
+# --------------------------------------------------------------------------------------------
+# Review fixes
+# --------------------------------------------------------------------------------------------
+
+def test_trainable_layers_with_kl_builds_the_frozen_reference(tmp_path):
+    tr = Trainer(cfg(tmp_path, eval_size=0, trainable_layers=1, beta=0.1, lr=1e-2), train_rows=ROWS,
+                 reward_funcs=[digits])
+    assert tr.ref_model is not None and not any(p.requires_grad for p in tr.ref_model.parameters())
+    first = tr.step()
+    assert first["kl"] == pytest.approx(0.0, abs=1e-7)  # before any update the policy is the reference
+    second = tr.step()
+    assert second["kl"] > 0  # the last block moved away from the frozen copy
+
+
+def test_max_minutes_is_a_budget_per_invocation(tmp_path):
+    # a tiny budget: each invocation runs exactly one step, then stops; a resume gets a new budget
+    c = cfg(tmp_path, "budget", steps=4, eval_size=0, max_minutes=1e-9)
+    first = run(c)
+    assert [r["step"] for r in first.history] == [1]
+    resumed = run(cfg(tmp_path, "budget", steps=4, eval_size=0, max_minutes=1e-9, resume=True))
+    assert [r["step"] for r in resumed.history] == [1, 2]
+    assert resumed.history[1]["elapsed"] > resumed.history[0]["elapsed"]  # the CSV's clock still accumulates
+
+
+def test_options_the_variant_lacks_fail_in_validate(tmp_path):
+    with pytest.raises(ValueError, match="'sapo'.*no clip range"):
+        TrainConfig(variant="sapo", epsilon=0.2).validate()
+    with pytest.raises(ValueError, match="no clip range"):
+        run(cfg(tmp_path, variant="sapo", epsilon_high=0.3))
+    assert not (tmp_path / "run").exists()  # refused before any file was written
+
+
+def test_prompts_per_step_default_keeps_the_completion_budget():
+    two = TrainConfig(variant="2-grpo").resolve()
+    eight = TrainConfig(variant="grpo").resolve()
+    assert (eight.prompts_per_step, eight.group_size) == (8, 8)
+    assert (two.prompts_per_step, two.group_size) == (32, 2)
+    assert two.prompts_per_step * two.group_size == eight.prompts_per_step * eight.group_size
+    assert TrainConfig(variant="2-grpo", prompts_per_step=5).resolve().prompts_per_step == 5
+
+
+def test_checkpoint_saves_and_restores_the_cuda_generators(tmp_path, monkeypatch):
+    from grpo_lessons import records
+
+    saved_cuda = [torch.tensor([1, 2, 3], dtype=torch.uint8)]
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: saved_cuda)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda s: restored.append(s))
+    state = records.rng_state()
+    assert state["cuda_rng"] is saved_cuda
+    tr = Trainer(cfg(tmp_path, eval_size=0, steps=1), train_rows=ROWS, reward_funcs=[digits])
+    path = tr.save_checkpoint()
+    assert torch.equal(torch.load(path, weights_only=False)["cuda_rng"][0], saved_cuda[0])
+    tr.load_checkpoint()
+    assert len(restored) == 1 and torch.equal(restored[0][0], saved_cuda[0])
