@@ -465,7 +465,7 @@ class Trainer:
                     temperature=cfg.temperature, beta=self.beta, old_logps=batch.old_logps,
                     ref_logps=batch.ref_logps, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
                     max_completion_length=cfg.max_new_tokens,
-                    num_items_in_batch=total_tokens if token_mean else None, rows=sl)
+                    num_items_in_batch=max(total_tokens, 1.0) if token_mean else None, rows=sl)
                 # Micro-batches add up to the full batch's loss exactly: token-mean variants already divide by
                 # the batch's token count; the others average over sequences, so weight by b / N.
                 weight = 1.0 if token_mean else (sl.stop - sl.start) / N
