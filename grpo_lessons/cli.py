@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--task", default=d.task, help="arithmetic or countdown")
     t.add_argument("--variant", default=d.variant, help="a registered variant (grpo-lessons variants lists them)")
     t.add_argument("--steps", type=int, default=d.steps)
-    t.add_argument("--prompts-per-step", type=int, default=d.prompts_per_step)
+    t.add_argument("--prompts-per-step", type=int, default=None,
+                   help="prompts (groups) per step (default: 8; 2-grpo: 32, the same completions per step as G = 8)")
     t.add_argument("--group-size", "-G", type=int, default=None,
                    help="completions per prompt (default: 8; 2-grpo: 2, the G that defines it)")
     t.add_argument("--lr", type=float, default=d.lr)
@@ -107,7 +108,7 @@ def _train(args) -> int:
     cfg = config_from_args(args)
     cfg.validate()
     print(f"grpo-lessons train: model={cfg.model} task={cfg.task} variant={cfg.variant} steps={cfg.steps} "
-          f"P={cfg.prompts_per_step} G={cfg.resolved()['group_size']} lr={cfg.lr:g} out={cfg.out}", flush=True)
+          f"P={cfg.resolve().prompts_per_step} G={cfg.resolve().group_size} lr={cfg.lr:g} out={cfg.out}", flush=True)
     result = train(cfg, progress=not args.no_progress)
     png = save_plot(result.history, os.path.join(cfg.out, "curves.png"),
                     title=f"{cfg.model} / {cfg.task} / {cfg.variant}")

@@ -9,6 +9,7 @@ uninterrupted run).  The command line adds ``curves.png`` and ``summary.json`` (
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 import random
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .train_config import TRAJECTORY_FIELDS
+from .train_config import TRAJECTORY_FIELDS, TrainConfig
 
 __all__ = [
     "PromptStream", "BASE_COLUMNS", "load_history", "write_csv", "append_csv", "rng_state", "set_rng_state",
@@ -87,7 +88,14 @@ BASE_COLUMNS = [
     "step", "reward_mean", "reward_std", "accuracy", "eval_reward_mean", "eval_completion_len",
     "loss", "policy_loss", "kl", "clip_frac", "clip_frac_low", "clip_frac_high", "ratio_mean", "grad_norm",
     "completion_len", "truncated_frac", "empty_frac", "overlong_penalty", "frac_zero_std_groups",
-    "resample_rounds", "groups_trained", "completions_sampled", "entropy", "entropy_bonus", "retired", "pool_size",
+    "resample_rounds", "groups_trained", "completions_sampled",
+    # the sampler/trainer mismatch: mean k3 of (sampler, pi_old) per token, and the token ratio pi_old / mu
+    "mismatch_k3", "mismatch_ratio_min", "mismatch_ratio_mean", "mismatch_ratio_max",
+    "correction_truncated_frac", "correction_masked_frac",
+    # the entropy bonus (entropy: the sampler's mean token entropy) and ScaleRL's retired prompts
+    "entropy", "entropy_bonus", "retired", "pool_size",
+    # where the step's time went (seconds): sampling + scoring, training forward, backward, optimiser
+    "time_sample", "time_forward", "time_backward", "time_optimizer",
     "seconds", "elapsed",
 ]
 
@@ -144,14 +152,21 @@ def append_csv(path: Path, columns: list[str], row: dict) -> None:
 
 
 def rng_state() -> dict[str, Any]:
-    """Every random state a step draws from: torch's CPU generator, Python's ``random``."""
-    return {"torch_rng": torch.get_rng_state(), "python_rng": random.getstate()}
+    """Every random state a step draws from: torch's CPU generator, every CUDA device's (when CUDA is
+    available: sampling on a GPU draws from those), Python's ``random``."""
+    state = {"torch_rng": torch.get_rng_state(), "python_rng": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what :func:`rng_state` saved."""
+    """Restore what :func:`rng_state` saved (the CUDA generators too, when both the checkpoint and this machine
+    have them)."""
     torch.set_rng_state(state["torch_rng"])
     random.setstate(state["python_rng"])
+    if state.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
 
 
 def save_checkpoint(trainer, path: Path) -> Path:
@@ -182,7 +197,8 @@ def load_checkpoint(trainer, path: Path) -> int:
     """
     state = torch.load(path, map_location="cpu", weights_only=False)
     saved = state["config"]
-    diff = [k for k in TRAJECTORY_FIELDS if saved.get(k) != trainer.conf[k]]
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}  # settings older checkpoints lack
+    diff = [k for k in TRAJECTORY_FIELDS if saved.get(k, defaults.get(k)) != trainer.conf[k]]
     if diff:
         raise ValueError(
             f"cannot resume from {path}: it was made with different settings for {diff} "

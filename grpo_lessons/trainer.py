@@ -144,13 +144,17 @@ def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: tor
                old_logps: torch.Tensor | None = None, ref_logps: torch.Tensor | None = None,
                epsilon: float | None = None, epsilon_high: float | None = None,
                max_completion_length: int | None = None, num_items_in_batch: float | None = None,
-               rows: slice | None = None, group_size: int | None = None,
+               rows: slice | None = None, precision: str = "fp32",
+               correction: dict | None = None, group_size: int | None = None,
                prompt_weights: torch.Tensor | None = None,
                entropy_coef: float = 0.0) -> tuple[LossOutput, torch.Tensor]:
     """The GRPO loss of (a slice of) a batch, with gradient: forward pass, then :func:`policy_loss`.
 
     ``advantages`` is ``(N,)``, ``loss_mask``/``old_logps``/``ref_logps`` are ``(N, T)``; ``rows`` picks a
     micro-batch.  ``old_logps=None`` means on policy: ``pi_old = sg(pi_theta)``, every ratio exactly 1.
+    ``precision="bf16-mixed"`` runs the forward under bf16 autocast (the weights stay fp32; the log-softmax
+    and the loss are fp32).  ``correction`` (``sampling_logp`` of the whole batch ``(N, T)`` plus the
+    rollout-correction settings) goes to :func:`policy_loss` only when given.
     ``group_size`` / ``prompt_weights`` ``(N,)`` (of the whole batch) are ScaleRL's ``prompt_mean`` normaliser.
     DPPO's top-K variants get ``divergence = topk_divergence(...)`` between the sampler's top-K
     (``rollout.sampler_topk_ids``/``sampler_topk_logps``, recorded at generation) and this forward's logits.
@@ -163,25 +167,29 @@ def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: tor
     sl = rows if rows is not None else slice(0, len(rollout))
     kind = str(v.loss_defaults.get("kind", "")) if v.objective == "dppo" else ""
     need_logits = bool(entropy_coef) or kind.startswith("topk")
-    logp = rollout_logps(model, rollout, temperature, rows=sl, return_logits=need_logits)  # (b, T)
+    with autocast(model, precision):
+        logp = rollout_logps(model, rollout, temperature, rows=sl, return_logits=need_logits)  # (b, T)
     logits = None
     if need_logits:
         logp, logits = logp  # (b, T), (b, T, V) tempered
     old = logp.detach() if old_logps is None else old_logps[sl]
     mask = loss_mask[sl]
-    divergence = None
+    extra = {}
+    if correction:
+        extra = dict(correction, sampling_logp=correction["sampling_logp"][sl])
     if kind.startswith("topk"):
         if rollout.sampler_topk_ids is None:
             raise ValueError(f"variant {v.name!r} needs the sampler's top-K (generate_completions(record_topk=K))")
         with torch.no_grad():  # the trust region is a mask: no gradient through D
-            divergence = topk_divergence(rollout.sampler_topk_ids[sl], rollout.sampler_topk_logps[sl],
-                                         logits.detach(), rollout.completion_ids[sl], kind[len("topk_"):],
-                                         temperature=1.0, sampled_logp=rollout.sampling_logps[sl])  # (b, T)
+            extra["divergence"] = topk_divergence(
+                rollout.sampler_topk_ids[sl], rollout.sampler_topk_logps[sl], logits.detach().float(),
+                rollout.completion_ids[sl], kind[len("topk_"):], temperature=1.0,
+                sampled_logp=rollout.sampling_logps[sl])  # (b, T)
     agg_kw = {"max_completion_length": max_completion_length, "num_items_in_batch": num_items_in_batch,
               "group_size": group_size, "prompt_weights": None if prompt_weights is None else prompt_weights[sl]}
     out = policy_loss(
         logp, old, advantages[sl], mask, variant=v, epsilon=epsilon, epsilon_high=epsilon_high,
-        beta=beta, ref_logp=None if ref_logps is None else ref_logps[sl], divergence=divergence, **agg_kw,
+        beta=beta, ref_logp=None if ref_logps is None else ref_logps[sl], **agg_kw, **extra,
     )
     if entropy_coef:
         h = token_entropy(logits)  # (b, T), with gradient
@@ -191,6 +199,27 @@ def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: tor
         out.extras["entropy"] = float((h.detach() * m).sum() / m.sum().clamp(min=1.0))
         out.extras["entropy_term"] = float(term.detach())
     return out, logp
+
+
+def autocast(model, precision: str):
+    """bf16 autocast on the model's device for ``precision="bf16-mixed"``; a no-op context for ``"fp32"``."""
+    device = next(model.parameters()).device.type
+    return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
+
+
+def mismatch_stats(sampling_logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """The sampler/trainer gap of one batch: mean k3 and min/mean/max of the token ratio ``pi_old / mu``.
+
+    ``sampling_logp`` (the sampler's ``log mu``), ``old_logp`` (the trainer's ``log pi_old``), ``mask``: ``(N, T)``.
+    ``k3 = exp(d) - d - 1`` with ``d = log mu - log pi_old`` estimates KL(pi_old || mu) per token (notebook 11).
+    """
+    keep = mask > 0
+    if not bool(keep.any()):
+        return {}
+    d = (sampling_logp.float() - old_logp.float())[keep]  # (n,) log mu - log pi_old over real tokens
+    ratio = torch.exp(-d)  # (n,) pi_old / mu
+    return {"mismatch_k3": float((torch.exp(d) - d - 1).mean()), "mismatch_ratio_min": float(ratio.min()),
+            "mismatch_ratio_mean": float(ratio.mean()), "mismatch_ratio_max": float(ratio.max())}
 
 
 @torch.no_grad()
@@ -251,7 +280,8 @@ def prepare_model(cfg: TrainConfig, model) -> tuple[Any, Any]:
 
     LoRA (peft) wraps the model and its adapter-free base is the reference; ``trainable_layers`` freezes all
     but the last N blocks (+ the final norm); otherwise every weight trains.  Whenever ``beta > 0`` and the
-    reference cannot be the adapter-free base, a frozen copy of the initial weights is the reference.
+    reference cannot be the adapter-free base (full or ``trainable_layers`` training), a frozen copy of the
+    initial weights is the reference.
     """
     layers = _block_list(model) if cfg.trainable_layers is not None else None
     if layers is not None and cfg.trainable_layers > len(layers):
@@ -280,11 +310,39 @@ def prepare_model(cfg: TrainConfig, model) -> tuple[Any, Any]:
         if norm is not None:
             for p in norm.parameters():
                 p.requires_grad_(True)
-    elif cfg.beta > 0:
+    if cfg.beta > 0 and not cfg.lora:  # (LoRA: the adapter-free base is pi_ref, no copy needed)
         ref_model = copy.deepcopy(model).eval()  # pi_ref: the initial weights, frozen
         for p in ref_model.parameters():
             p.requires_grad_(False)
     return model.eval(), ref_model  # dropout off: the sampling policy is the scored policy
+
+
+def make_optimizer(cfg: TrainConfig, params: list) -> torch.optim.Optimizer:
+    """AdamW as ``cfg.optimizer`` says: one fused kernel (the default; TRL's Trainer uses fused/foreach AdamW
+    too), foreach, or the per-parameter loop.  Same update, different speed."""
+    kw = {"adamw-fused": {"fused": True}, "adamw-foreach": {"foreach": True}, "adamw": {"foreach": False}}[cfg.optimizer]
+    try:
+        return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, **kw)
+    except RuntimeError:  # a device/dtype without the fused kernel
+        return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
+
+
+def make_sampler(cfg: TrainConfig, model) -> tuple[Any, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """The model that samples: ``model`` itself, or a copy in ``cfg.sampler_dtype`` (a train/inference gap).
+
+    Returns ``(sampler, pairs)`` where ``pairs`` are (sampler tensor, trainer parameter) for every trainable
+    weight: :meth:`Trainer.sync_sampler` copies them after each update (``copy_`` into the existing low-precision
+    tensors: no new allocation; frozen weights never change, so they are never copied again).
+    """
+    dtype = getattr(torch, cfg.sampler_dtype) if cfg.sampler_dtype else None
+    if dtype is None or dtype == next(model.parameters()).dtype:
+        return model, []
+    sampler = copy.deepcopy(model).to(dtype).eval()
+    for p in sampler.parameters():
+        p.requires_grad_(False)
+    own = dict(sampler.named_parameters())
+    pairs = [(own[n], p) for n, p in model.named_parameters() if p.requires_grad]
+    return sampler, pairs
 
 
 def _block_list(model) -> torch.nn.ModuleList:
@@ -326,7 +384,8 @@ class Trainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the model has no trainable parameters")
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.optimizer = make_optimizer(cfg, self.params)
+        self.sampler, self._sampler_pairs = make_sampler(cfg, self.model)
 
         self.stream = PromptStream(len(self.train_rows), cfg.seed)
         v = self.variant
@@ -339,7 +398,8 @@ class Trainer:
             [float(self.entropy_reward)] if self.entropy_reward else [])
         self.step_count = 0
         self.history: list[dict] = []
-        self.elapsed = 0.0
+        self.elapsed = 0.0  # training wall time of the whole run, across resumes (the CSV's `elapsed`)
+        self.session_elapsed = 0.0  # this invocation's: what max_minutes limits, so a resumed run gets a new budget
         self.initial_eval: dict | None = None
         self.out = Path(cfg.out)
         self.csv_path = self.out / METRICS_NAME
@@ -399,7 +459,9 @@ class Trainer:
 
     @torch.no_grad()
     def _logps(self, model, ro: Rollout) -> torch.Tensor:
-        return torch.cat([rollout_logps(model, ro, self.cfg.temperature, rows=sl) for sl in self._micro_batches(len(ro))])
+        with autocast(model, self.cfg.precision):  # pi_old / pi_ref in the training pass's own precision
+            return torch.cat([rollout_logps(model, ro, self.cfg.temperature, rows=sl)
+                              for sl in self._micro_batches(len(ro))])
 
     def _ref_logps(self, ro: Rollout) -> torch.Tensor:
         if self.cfg.lora:
@@ -420,7 +482,7 @@ class Trainer:
         cfg = self.cfg
         indices = self.stream.take(num_prompts)
         rows = [self.train_rows[i] for i in indices]
-        ro = generate_completions(self.model, self.tokenizer, [r["prompt"] for r in rows], cfg.group_size,
+        ro = generate_completions(self.sampler, self.tokenizer, [r["prompt"] for r in rows], cfg.group_size,
                                   max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                   compute_logps=False, batch_size=cfg.generation_batch_size,
                                   record_topk=self.record_topk)
@@ -544,23 +606,46 @@ class Trainer:
         pw = prompt_weights(batch.loss_mask, cfg.group_size) if v.aggregation == "prompt_mean" else None
         total_tokens = float(batch.loss_mask.sum())
         acc = {k: 0.0 for k in ("loss", "policy_loss", "kl", "ratio_mean", "clip_low", "clip_high", "grad_norm",
-                                "entropy_term")}
-        has_clip = has_kl = False
-        for _ in range(cfg.mu):
+                                "truncated", "masked", "time_forward", "time_backward", "time_optimizer", "entropy_term")}
+        has_clip = has_kl = has_trunc = has_masked = False
+        slp = batch.rollout.sampling_logps  # (N, T) the sampler's log-probs, or None
+        correction = None
+        if cfg.corrects_rollouts:
+            correction = {"sampling_logp": slp, "rollout_correction": cfg.rollout_correction,
+                          "rollout_clip_max": cfg.rollout_clip_max, "rollout_clip_min": cfg.rollout_clip_min,
+                          "off_policy_mask_threshold": cfg.off_policy_mask_threshold}
+        elif v.objective == "dppo" and cfg.sampler_dtype is not None:
+            correction = {"sampling_logp": slp}  # DPPO's anchor mu: the sampler copy's log-probs
+        old_seen = []  # the first pass's pi_old per micro-batch, for the mismatch columns
+        for it in range(cfg.mu):
             self.optimizer.zero_grad(set_to_none=True)
             for sl in self._micro_batches(N):
-                out, _ = batch_loss(
+                t0 = time.perf_counter()
+                out, logp = batch_loss(
                     self.model, batch.rollout, batch.advantages, batch.loss_mask, variant=v,
                     temperature=cfg.temperature, beta=self.beta, old_logps=batch.old_logps,
                     ref_logps=batch.ref_logps, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
                     max_completion_length=cfg.max_new_tokens,
-                    num_items_in_batch=total_tokens if token_mean else None, rows=sl,
-                    group_size=cfg.group_size, prompt_weights=pw, entropy_coef=self.entropy_coef)
+                    num_items_in_batch=max(total_tokens, 1.0) if token_mean else None, rows=sl,
+                    precision=cfg.precision, correction=correction, group_size=cfg.group_size,
+                    prompt_weights=pw, entropy_coef=self.entropy_coef)
+                if it == 0:
+                    old_seen.append(logp.detach() if batch.old_logps is None else batch.old_logps[sl])
                 # Micro-batches add up to the full batch's loss exactly: token-mean (and prompt-mean) variants
                 # already divide by the whole batch's normaliser; the others average over sequences: weight b / N.
                 weight = 1.0 if token_mean or pw is not None else (sl.stop - sl.start) / N
+                t1 = time.perf_counter()
                 (out.loss * weight).backward()
+                acc["time_forward"] += t1 - t0
+                acc["time_backward"] += time.perf_counter() - t1
                 tok_share = float(batch.loss_mask[sl].sum()) / max(total_tokens, 1.0)
+                seq_share = (sl.stop - sl.start) / N
+                for key, attr in (("truncated", "rollout_truncated_frac"), ("masked", "rollout_masked_frac")):
+                    val = getattr(out, attr, None)  # reported by policy_loss's rollout correction, when it is on
+                    if val is not None:
+                        has_trunc |= key == "truncated"
+                        has_masked |= key == "masked"
+                        acc[key] += float(val) * (tok_share if key == "truncated" else seq_share)
                 acc["loss"] += float(out.loss.detach()) * weight
                 acc["policy_loss"] += float(out.policy_loss) * weight
                 if out.kl is not None:
@@ -578,10 +663,19 @@ class Trainer:
                     f"the gradient norm is {float(grad_norm)} at step {self.step_count + 1}; the update was not "
                     "applied. Lower the learning rate or check the rewards.")
             acc["grad_norm"] += float(grad_norm)
+            t0 = time.perf_counter()
             self.optimizer.step()
+            self.sync_sampler()
+            acc["time_optimizer"] += time.perf_counter() - t0
         self.optimizer.zero_grad(set_to_none=True)
         mu = cfg.mu
+        mismatch = {} if slp is None else mismatch_stats(slp, torch.cat(old_seen), batch.loss_mask)
         return {
+            **mismatch,
+            "correction_truncated_frac": acc["truncated"] / mu if has_trunc else None,
+            "correction_masked_frac": acc["masked"] / mu if has_masked else None,
+            "time_forward": acc["time_forward"], "time_backward": acc["time_backward"],
+            "time_optimizer": acc["time_optimizer"],
             "loss": acc["loss"] / mu, "policy_loss": acc["policy_loss"] / mu,
             "kl": acc["kl"] / mu if has_kl else None,
             "clip_frac": (acc["clip_low"] + acc["clip_high"]) / mu if has_clip else None,
@@ -591,6 +685,12 @@ class Trainer:
             "groups_trained": batch.num_groups,
             **({"entropy_bonus": self.entropy_coef * acc["entropy_term"] / mu} if self.entropy_coef else {}),
         }
+
+    @torch.no_grad()
+    def sync_sampler(self) -> None:
+        """Copy the updated weights into the low-precision sampler (in place; nothing when the model samples)."""
+        for dst, src in self._sampler_pairs:
+            dst.copy_(src)
 
     # ----- 4. evaluation
     def evaluate(self) -> dict | None:
@@ -620,14 +720,16 @@ class Trainer:
         self._start()
         t0 = time.perf_counter()
         batch = self.sample()          # G completions for each of P prompts, and their rewards
+        t_sample = time.perf_counter() - t0
         batch = self.prepare(batch)    # advantages, loss mask, pi_old / pi_ref log-probs
         m = self.update(batch)         # mu optimiser steps on policy_loss
         self.step_count += 1
-        row = {"step": self.step_count, **self._sample_fields(batch.stats), **m}
+        row = {"step": self.step_count, **self._sample_fields(batch.stats), **m, "time_sample": t_sample}
         if self._eval_due(self.step_count) or self._time_up(time.perf_counter() - t0):
             row.update(self._eval_fields(self.evaluate()))
         row["seconds"] = time.perf_counter() - t0
         self.elapsed += row["seconds"]
+        self.session_elapsed += row["seconds"]
         row["elapsed"] = self.elapsed
         row = {c: row.get(c) for c in self.columns}
         self.history.append(row)
@@ -658,9 +760,9 @@ class Trainer:
         }
 
     def _time_up(self, running: float = 0.0) -> bool:
-        """True once ``max_minutes`` of (this run's) wall time have been used."""
+        """True once ``max_minutes`` of this invocation's wall time have been used (a resume starts a new budget)."""
         limit = self.cfg.max_minutes
-        return limit is not None and self.elapsed + running >= 60.0 * limit
+        return limit is not None and self.session_elapsed + running >= 60.0 * limit
 
     # ----- checkpoints (records.py)
     def save_checkpoint(self, path=None) -> Path:
@@ -675,6 +777,7 @@ class Trainer:
         """Restore a checkpoint written by :meth:`save_checkpoint`; returns its step."""
         path = Path(path) if path is not None else self.checkpoint_path
         step = records.load_checkpoint(self, path)
+        self.sync_sampler()
         if path == self.checkpoint_path:
             self._saved_step = step
         return step

@@ -164,7 +164,7 @@ def test_entropy_in_reward_enters_only_through_the_advantages(tmp_path):
     g = [p.grad.clone() for p in tr.params]
     tr.optimizer.zero_grad(set_to_none=True)
     row = tr.update(b)  # the trainer's own update: the same gradient (SGD-free check through the loss value)
-    assert row["loss"] == pytest.approx(float(out.loss), abs=1e-6)
+    assert row["loss"] == pytest.approx(float(out.loss.detach()), abs=1e-6)
     assert any(not torch.equal(a, p) for a, p in zip(before, tr.params))
     assert max(float(x.abs().max()) for x in g) > 0
     fields = tr._sample_fields(b.stats)
@@ -232,8 +232,10 @@ def test_retire_solved_prompts_leave_the_pool_and_survive_resume(tmp_path):
     assert half.history[-1]["retired"] == h[1]["retired"]
     resumed = Trainer(cfg(tmp_path, "half", steps=4, retire_solved_at=0.9, checkpoint_every=2, resume=True), **kw)
     res = resumed.run(progress=False)
-    strip = [{k: v for k, v in r.items() if k not in ("seconds", "elapsed")} for r in res.history]
-    assert strip == [{k: v for k, v in r.items() if k not in ("seconds", "elapsed")} for r in h]
+    def strip(history):  # wall times differ between runs
+        return [{k: v for k, v in r.items() if k not in ("seconds", "elapsed") and not k.startswith("time_")}
+                for r in history]
+    assert strip(res.history) == strip(h)
     reloaded = Trainer(cfg(tmp_path, "full", steps=4, retire_solved_at=0.9), **kw)
     assert not reloaded.stream.retired and reloaded.load_checkpoint() == 4
     assert reloaded.stream.retired == resumed.stream.retired and len(resumed.stream.retired) == h[-1]["retired"]
