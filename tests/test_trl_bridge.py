@@ -38,7 +38,7 @@ from grpo_lessons.variants import VARIANTS, get_variant  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NATIVE = ["grpo", "bnpo", "dr_grpo", "dapo", "gspo", "sapo", "2-grpo", "cispo", "vespo"]
-NOT_IN_TRL = {"gspo_token", "dppo_binary_tv", "dppo_binary_kl", "dppo_topk_tv", "dppo_topk_kl", "scalerl"}
+NOT_IN_TRL = {"gspo_token", "dppo_binary_tv", "dppo_binary_kl", "dppo_topk_tv", "dppo_topk_kl", "scalerl", "gopo"}
 TOL = 1e-6
 
 
@@ -104,6 +104,8 @@ EXPECTED = {  # the papers' settings (REFERENCES.md), as TRL 1.16 fields
     "dppo_topk_kl": {"loss_type": "dapo", "beta": 0.0},
     # ScaleRL: CISPO's cap; TRL's "none" advantages, rescaled by the subclass (batch_centered)
     "scalerl": {"loss_type": "cispo", "epsilon_high": 5.0, "scale_rewards": "none", "beta": 0.0},
+    "gdpo": {"loss_type": "grpo", "multi_objective_aggregation": "normalize_then_sum", "epsilon": 0.2},
+    "gopo": {"loss_type": "grpo", "multi_objective_aggregation": "sum_then_normalize", "scale_rewards": "group"},
 }
 
 
@@ -115,7 +117,7 @@ def test_grpo_config_maps_each_variant_to_the_papers_settings(variant):
     for field, value in EXPECTED[variant].items():
         assert getattr(cfg, field) == value, (variant, field, getattr(cfg, field), value)
     scale = get_variant(variant).advantage_scale
-    assert cfg.scale_rewards == ("none" if scale == "batch_centered" else scale)
+    assert cfg.scale_rewards == {"batch_centered": "none", "decoupled": "group", "rank": "group"}.get(scale, scale)
     assert cfg.report_to in ("none", [], ["none"])
 
 

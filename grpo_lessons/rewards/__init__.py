@@ -9,11 +9,12 @@ code (``ast`` + a whitelist, see :mod:`grpo_lessons.rewards.safe_math`).  Introd
 ``notebooks/05_grpo_end_to_end.ipynb``.
 """
 
-from .extract import answer_tag, boxed, completion_text, extract_answer, last_number, parse_number
+from .extract import answer_tag, boxed, completion_text, extract_answer, last_number, latex_number, parse_number
 from .functions import (
     arithmetic_reward,
     check_rewards,
     combine,
+    reward_matrix,
     countdown_expression,
     countdown_reward,
     format_reward,
@@ -28,12 +29,14 @@ __all__ = [
     "format_reward",
     "combine",
     "check_rewards",
+    "reward_matrix",
     "completion_text",
     "extract_answer",
     "answer_tag",
     "boxed",
     "last_number",
     "parse_number",
+    "latex_number",
     "countdown_expression",
     "safe_arith",
     "ArithResult",

@@ -25,6 +25,7 @@ __all__ = [
     "countdown_expression",
     "combine",
     "check_rewards",
+    "reward_matrix",
 ]
 
 
@@ -37,7 +38,10 @@ def _texts(completions) -> list[str]:
 
 
 def _column(values, n: int, name: str) -> list:
-    """One value per completion; a scalar is repeated (handy in notebooks), a list must have length n."""
+    """One value per completion; a scalar is repeated (handy in notebooks), a list (or a 1-D numpy array /
+    tensor) must have length n."""
+    if hasattr(values, "tolist") and not isinstance(values, (str, bytes)):
+        values = values.tolist()
     if isinstance(values, (list, tuple)):
         if len(values) != n:
             raise ValueError(f"column {name!r} has {len(values)} entries but there are {n} completions")
@@ -119,12 +123,18 @@ def countdown_reward(completions, numbers, target, *, use_all_numbers: bool = Fa
     given; all of them if ``use_all_numbers``) and equals ``target``; else ``valid_expression_score``
     for a well-formed expression over allowed numbers, else 0.0.
 
+    ``numbers`` is one list per completion, or one flat list (``[3, 5, 2]``) shared by all of them;
+    ``target`` one value per completion or a single value.
+
     The expression is parsed by :func:`grpo_lessons.rewards.safe_math.safe_arith` -- never evaluated by Python.
     """
     texts = _texts(completions)
+    if hasattr(numbers, "tolist"):  # a numpy array / tensor of one row or of rows
+        numbers = numbers.tolist()
     if isinstance(numbers, (list, tuple)) and numbers and not isinstance(numbers[0], (list, tuple)):
-        numbers = [numbers]  # one row's numbers, broadcast
-    nums = _column(numbers, len(texts), "numbers")
+        nums = [list(numbers)] * len(texts)  # one row's numbers, broadcast to every completion
+    else:
+        nums = _column(numbers, len(texts), "numbers")
     targets = _column(target, len(texts), "target")
     out = []
     for text, given, tgt in zip(texts, nums, targets):
@@ -193,3 +203,24 @@ def combine(reward_funcs: Sequence[Callable], weights: Sequence[float] | None = 
         (f"{w:g}*" if w != 1 else "") + getattr(f, "__name__", "reward") for f, w in zip(funcs, ws))
     combined.__doc__ = f"Weighted sum of {[getattr(f, '__name__', repr(f)) for f in funcs]} with weights {ws}."
     return combined
+
+
+def reward_matrix(reward_funcs: Sequence[Callable] | Callable, completions, *, dtype=None, **columns):
+    """Score ``completions`` with every reward function: an ``(N, K)`` float tensor, NaN where a function returned ``None``.
+
+    This is TRL's ``rewards_per_func`` (``GRPOTrainer._calculate_rewards``): column ``k`` holds
+    ``reward_funcs[k](completions, **columns)``, each output checked by :func:`check_rewards` (length ``N``,
+    finite numbers or ``None``).  A row that is NaN in every column is an *unscorable* completion; pass the
+    matrix to :func:`grpo_lessons.variant_advantages` (``allow_unscored=True``), :func:`grpo_lessons.decoupled_advantages`
+    (GDPO) or :func:`grpo_lessons.advantages.combine_rewards` to use it.  ``dtype`` defaults to float32 (TRL's).
+    Raises ``ValueError`` for an empty list of functions or a bad output.
+    """
+    import torch
+
+    funcs = [reward_funcs] if callable(reward_funcs) else list(reward_funcs)
+    if not funcs:
+        raise ValueError("reward_matrix() needs at least one reward function")
+    n = len(_texts(completions))
+    cols = [check_rewards(f(completions, **columns), n, getattr(f, "__name__", repr(f))) for f in funcs]
+    out = torch.tensor(cols, dtype=dtype or torch.float32).reshape(len(funcs), n)  # (K, N)
+    return out.T.contiguous()  # (N, K)
