@@ -70,7 +70,7 @@ def test_every_registered_variant_trains_one_step(tmp_path, variant):
     assert any(not torch.equal(a, p) for a, p in zip(before, tr.params)), "the update changed nothing"
 
 
-@pytest.mark.parametrize("variant", ["scalerl", "cispo", "vespo", "dppo_topk_kl", "dppo_binary_tv"])
+@pytest.mark.parametrize("variant", ["gdpo", "gopo", "scalerl", "cispo", "vespo", "dppo_topk_kl", "dppo_binary_tv"])
 def test_cli_trains_the_new_variants_by_name(tmp_path, variant):
     out = tmp_path / variant
     code = main(["train", "--model", "tiny-qwen2", "--variant", variant, "--steps", "1", "--group-size", "4",
@@ -297,7 +297,7 @@ def test_trainer_passes_the_topk_divergence_against_its_own_logits(tmp_path, var
     assert trainer(cfg(tmp_path, "bin", variant="dppo_binary_tv")).sample_batch().rollout.sampler_topk_ids is None
 
 
-@pytest.mark.parametrize("variant", ["scalerl", "cispo", "dppo_topk_tv"])
+@pytest.mark.parametrize("variant", ["scalerl", "cispo", "dppo_topk_tv", "gdpo"])
 def test_micro_batches_add_up_for_the_new_variants(tmp_path, variant):
     tok = tiny_tokenizer()
     params = []
@@ -312,3 +312,94 @@ def test_micro_batches_add_up_for_the_new_variants(tmp_path, variant):
         params.append([p.detach().clone() for p in tr.params])
     for a, b in zip(*params):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# advantages by variant: GDPO's reward matrix, GOPO's ranks, ScaleRL's batch std, unscorable completions
+# ---------------------------------------------------------------------------------------------
+
+
+def test_gdpo_normalises_each_reward_function_with_the_configured_weights(tmp_path):
+    from grpo_lessons.advantages import decoupled_advantages
+
+    tr = trainer(cfg(tmp_path, variant="gdpo", reward_weights=(1.0, 0.5)))
+    b = tr.sample_batch()
+    ids = [row[m.bool()].tolist() for row, m in zip(b.rollout.completion_ids, b.rollout.completion_mask)]
+    R = torch.tensor([idsum(ids), distinct(ids)]).T  # (N, 2) by hand
+    torch.testing.assert_close(b.reward_matrix, R)
+    torch.testing.assert_close(b.advantages, decoupled_advantages(R, 4, weights=[1.0, 0.5]))
+    summed = group_advantages(R[:, 0] + 0.5 * R[:, 1], 4)  # GRPO's sum-then-normalise is another number
+    assert float((b.advantages - summed).abs().max()) > 1e-3
+    # shaping terms are extra columns: the entropy bonus enters GDPO as its own normalised reward, weight alpha
+    tr2 = trainer(cfg(tmp_path, "ent", variant="gdpo", reward_weights=(1.0, 0.5), entropy_bonus=0.2))
+    b2 = tr2.sample_batch()
+    H = completion_entropy(b2.rollout.sampling_entropy, b2.rollout.completion_mask)
+    torch.testing.assert_close(b2.reward_matrix[:, 2], H)
+    torch.testing.assert_close(b2.advantages, decoupled_advantages(b2.reward_matrix, 4, weights=[1.0, 0.5, 0.2]))
+
+
+def test_gopo_and_scalerl_advantages_in_the_trainer(tmp_path):
+    from grpo_lessons.advantages import rank_advantages
+
+    b = trainer(cfg(tmp_path, "gopo", variant="gopo")).sample_batch()
+    torch.testing.assert_close(b.advantages, rank_advantages(b.rewards, 4))
+    assert sorted(set(b.advantages.view(-1, 4)[0].tolist())) != [0.0]
+    b = trainer(cfg(tmp_path, "scalerl", variant="scalerl")).sample_batch()
+    torch.testing.assert_close(b.advantages, group_advantages(b.rewards, 4, scale="batch_centered"))
+    assert float((b.advantages - group_advantages(b.rewards, 4)).abs().max()) > 1e-3
+
+
+def first_unscorable(completion_ids, **kw):
+    """None for the first completion of every group (positions 0, 4, ...), else idsum."""
+    r = idsum(completion_ids)
+    return [None if i % 4 == 0 else x for i, x in enumerate(r)]
+
+
+def first_unscorable_2(completion_ids, **kw):
+    return [None if i % 4 == 0 else x for i, x in enumerate(distinct(completion_ids))]
+
+
+@pytest.mark.parametrize("variant", ["grpo", "gdpo", "dr_grpo"])
+def test_unscorable_completions_get_zero_advantage_and_stay_out_of_the_statistics(tmp_path, variant):
+    tr = trainer(cfg(tmp_path, variant=variant, entropy_bonus=0.1),
+                 reward_funcs=[first_unscorable, first_unscorable_2])
+    b = tr.sample_batch()
+    out = torch.arange(8) % 4 == 0
+    assert bool(torch.isnan(b.rewards[out]).all()) and not bool(torch.isnan(b.rewards[~out]).any())
+    assert bool(torch.isnan(b.reward_matrix[out]).all())  # the entropy column does not make them scorable
+    assert torch.equal(b.advantages[out], torch.zeros(2))
+    # the scored rows get the advantages of their groups without the unscorable one
+    scored = b.reward_matrix[~out]  # (6, 3): groups of 3
+    w = tr.matrix_weights
+    if variant == "gdpo":
+        from grpo_lessons.advantages import decoupled_advantages
+        ref = decoupled_advantages(scored, 3, weights=w)
+    else:
+        ref = group_advantages((scored * torch.tensor(w)).sum(1), 3, scale=tr.variant.advantage_scale)
+    torch.testing.assert_close(b.advantages[~out], ref)
+    row = tr._sample_fields(b.stats)
+    assert row["reward_mean"] == pytest.approx(float(b.rewards[~out].mean()), rel=1e-6)
+    m = tr.update(b)
+    assert math.isfinite(m["loss"])
+
+
+def test_dppo_anchor_is_the_sampler_copy_when_there_is_one(tmp_path, monkeypatch):
+    import grpo_lessons.trainer as trainer_mod
+
+    seen = []
+    real = trainer_mod.policy_loss
+
+    def spy(*args, **kw):
+        seen.append(kw.get("sampling_logp"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(trainer_mod, "policy_loss", spy)
+    tr = trainer(cfg(tmp_path, variant="dppo_binary_tv", sampler_dtype="bfloat16"))
+    b = tr.sample_batch()
+    tr.update(b)
+    assert seen and seen[0] is not None
+    torch.testing.assert_close(seen[0], b.rollout.sampling_logps)  # mu: the bf16 sampler's own log-probs
+    seen.clear()
+    tr = trainer(cfg(tmp_path, "plain", variant="dppo_binary_tv"))
+    tr.update(tr.sample_batch())
+    assert seen == [None]  # no sampler copy: the anchor is pi_old
