@@ -3,6 +3,7 @@
     grpo-lessons train                                   # SmolLM2-135M-Instruct on arithmetic, offline, CPU
     grpo-lessons train --model tiny-qwen2 --steps 2      # a seconds-long smoke run
     grpo-lessons train --variant dapo --lora --lr 2e-4 --out runs/dapo
+    grpo-lessons train --precision bf16-mixed --sampler-dtype bfloat16   # the fast CPU settings
     grpo-lessons variants                                # the registry: name, paper, TRL settings
 
 ``train`` writes ``<out>/metrics.csv`` (one row per step), ``<out>/curves.png`` (reward and held-out
@@ -71,6 +72,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DAPO soft overlong penalty over the last N tokens before --max-new-tokens (default: off)")
     t.add_argument("--reward-weights", type=float, nargs="+", default=None,
                    help="one weight per reward function of the task")
+    t.add_argument("--max-minutes", type=float, default=None,
+                   help="stop after this much training time in this invocation (a --resume gets a new budget)")
+    t.add_argument("--precision", default=d.precision, choices=["fp32", "bf16-mixed"],
+                   help="bf16-mixed: bf16 autocast forward/backward, fp32 weights and loss")
+    t.add_argument("--sampler-dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="sample with a copy of the weights in this dtype, resynced after every update "
+                        "(default: the trained model samples; no train/inference gap)")
+    t.add_argument("--optimizer", default=d.optimizer, choices=["adamw-fused", "adamw-foreach", "adamw"])
+    t.add_argument("--rollout-correction", default=None,
+                   help="correct the sampler/trainer gap in the loss (see policy_loss; default: none)")
+    t.add_argument("--rollout-clip-max", type=float, default=d.rollout_clip_max)
+    t.add_argument("--rollout-clip-min", type=float, default=None)
+    t.add_argument("--off-policy-mask-threshold", type=float, default=None)
     # entropy bonus, ScaleRL's retirement of solved prompts, DPPO top-K (TrainConfig fields of the same names)
     t.add_argument("--entropy-bonus", type=float, default=d.entropy_bonus,
                    help="alpha of the entropy bonus (0: off); --entropy-in says where it enters")

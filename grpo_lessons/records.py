@@ -91,7 +91,7 @@ BASE_COLUMNS = [
     "resample_rounds", "groups_trained", "completions_sampled",
     # the sampler/trainer mismatch: mean k3 of (sampler, pi_old) per token, and the token ratio pi_old / mu
     "mismatch_k3", "mismatch_ratio_min", "mismatch_ratio_mean", "mismatch_ratio_max",
-    "correction_truncated_frac", "correction_masked_frac",
+    "correction_truncated_frac", "correction_masked_frac", "off_policy_masked_frac",
     # the entropy bonus (entropy: the sampler's mean token entropy) and ScaleRL's retired prompts
     "entropy", "entropy_bonus", "retired", "pool_size",
     # where the step's time went (seconds): sampling + scoring, training forward, backward, optimiser

@@ -606,8 +606,9 @@ class Trainer:
         pw = prompt_weights(batch.loss_mask, cfg.group_size) if v.aggregation == "prompt_mean" else None
         total_tokens = float(batch.loss_mask.sum())
         acc = {k: 0.0 for k in ("loss", "policy_loss", "kl", "ratio_mean", "clip_low", "clip_high", "grad_norm",
-                                "truncated", "masked", "time_forward", "time_backward", "time_optimizer", "entropy_term")}
-        has_clip = has_kl = has_trunc = has_masked = False
+                                "truncated", "masked", "opm", "time_forward", "time_backward", "time_optimizer", "entropy_term")}
+        has_clip = has_kl = False
+        seen_diag: set[str] = set()
         slp = batch.rollout.sampling_logps  # (N, T) the sampler's log-probs, or None
         correction = None
         if cfg.corrects_rollouts:
@@ -640,12 +641,15 @@ class Trainer:
                 acc["time_backward"] += time.perf_counter() - t1
                 tok_share = float(batch.loss_mask[sl].sum()) / max(total_tokens, 1.0)
                 seq_share = (sl.stop - sl.start) / N
-                for key, attr in (("truncated", "rollout_truncated_frac"), ("masked", "rollout_masked_frac")):
-                    val = getattr(out, attr, None)  # reported by policy_loss's rollout correction, when it is on
+                # shares policy_loss's rollout correction reports (token modes: of tokens; sequence modes and the
+                # off-policy mask: of sequences), weighted into means over the whole batch
+                share = tok_share if (cfg.rollout_correction or "").startswith("token") else seq_share
+                for key, attr, w in (("truncated", "is_truncated_frac", share), ("masked", "is_masked_frac", share),
+                                     ("opm", "off_policy_masked_frac", seq_share)):
+                    val = getattr(out, attr, None)
                     if val is not None:
-                        has_trunc |= key == "truncated"
-                        has_masked |= key == "masked"
-                        acc[key] += float(val) * (tok_share if key == "truncated" else seq_share)
+                        seen_diag.add(key)
+                        acc[key] += float(val) * w
                 acc["loss"] += float(out.loss.detach()) * weight
                 acc["policy_loss"] += float(out.policy_loss) * weight
                 if out.kl is not None:
@@ -672,8 +676,9 @@ class Trainer:
         mismatch = {} if slp is None else mismatch_stats(slp, torch.cat(old_seen), batch.loss_mask)
         return {
             **mismatch,
-            "correction_truncated_frac": acc["truncated"] / mu if has_trunc else None,
-            "correction_masked_frac": acc["masked"] / mu if has_masked else None,
+            "correction_truncated_frac": acc["truncated"] / mu if "truncated" in seen_diag else None,
+            "correction_masked_frac": acc["masked"] / mu if "masked" in seen_diag else None,
+            "off_policy_masked_frac": acc["opm"] / mu if "opm" in seen_diag else None,
             "time_forward": acc["time_forward"], "time_backward": acc["time_backward"],
             "time_optimizer": acc["time_optimizer"],
             "loss": acc["loss"] / mu, "policy_loss": acc["policy_loss"] / mu,

@@ -429,10 +429,10 @@ def test_rollout_correction_settings_reach_policy_loss_only_when_set(tmp_path, m
     Trainer(cfg(tmp_path, "plain", eval_size=0), train_rows=ROWS, reward_funcs=[digits]).step()
     assert seen and all(s == {} for s in seen)
     seen.clear()
-    tr = Trainer(cfg(tmp_path, "tis", eval_size=0, sampler_dtype="bfloat16", rollout_correction="tis",
+    tr = Trainer(cfg(tmp_path, "tis", eval_size=0, sampler_dtype="bfloat16", rollout_correction="token_truncate",
                      rollout_clip_max=2.0), train_rows=ROWS, reward_funcs=[digits])
     tr.step()
-    assert seen and all(s["rollout_correction"] == "tis" and s["rollout_clip_max"] == 2.0 for s in seen)
+    assert seen and all(s["rollout_correction"] == "token_truncate" and s["rollout_clip_max"] == 2.0 for s in seen)
     assert all(s["sampling_logp"].shape[0] == 8 for s in seen)  # the micro-batch's rows
 
 
