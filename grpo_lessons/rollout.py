@@ -398,7 +398,7 @@ class InverseCDFSampler:
             drop = torch.zeros_like(lp, dtype=torch.bool).scatter(-1, idx, before >= self.top_p)
             lp = torch.log_softmax(lp.masked_fill(drop, float("-inf")), dim=-1)
         p = lp.exp()  # (N, V)
-        self._entropy.append(-torch.where(p > 0, p * lp, torch.zeros_like(p)).sum(-1))  # (N,)
+        self._entropy.append(-(p * lp).nansum(-1))  # (N,); a truncated-away token gives 0 * -inf = NaN: skipped
         if self.record_topk:
             top = lp.topk(min(self.record_topk, lp.shape[-1]), dim=-1)  # (N, K), most likely first
             self._topk.append((top.indices, top.values))

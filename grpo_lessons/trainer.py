@@ -500,7 +500,7 @@ class Trainer:
             columns.append(penalty)
         if self.entropy_reward:
             columns.append(completion_entropy(ro.sampling_entropy, ro.completion_mask))  # H_i, weight alpha
-        R = torch.stack(columns, dim=1)  # (N, K')
+        R = torch.stack([c.to(rewards.device, rewards.dtype) for c in columns], dim=1)  # (N, K'), where the rewards are
         unscorable = torch.isnan(rewards)  # (N,) every reward function said None: shaping does not score it
         R[unscorable] = float("nan")
         w = torch.tensor(self.matrix_weights, dtype=R.dtype)
@@ -556,7 +556,7 @@ class Trainer:
             "lengths": torch.cat([x.lengths for x in seen_ro]).float(),
             "truncated": torch.cat([x.truncated for x in seen_ro]).float(),
             "empty": torch.cat([(x.lengths - x.is_eos.long()) == 0 for x in seen_ro]).float(),
-            "entropy": torch.cat([completion_entropy(x.sampling_entropy, x.completion_mask) for x in seen_ro]),
+            "entropy": torch.cat([completion_entropy(x.sampling_entropy, x.completion_mask).cpu() for x in seen_ro]),
             "frac_zero_std_groups": zero_std / groups_seen,
             "resample_rounds": rounds,
             "completions_sampled": int(all_r.numel()),
