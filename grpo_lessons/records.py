@@ -74,8 +74,8 @@ BASE_COLUMNS = [
     # the sampler/trainer mismatch: mean k3 of (sampler, pi_old) per token, and the token ratio pi_old / mu
     "mismatch_k3", "mismatch_ratio_min", "mismatch_ratio_mean", "mismatch_ratio_max",
     "correction_truncated_frac", "correction_masked_frac", "off_policy_masked_frac",
-    # where the step's time went (seconds): sampling + scoring, training forward, backward, optimiser
-    "time_sample", "time_forward", "time_backward", "time_optimizer",
+    # where the step's time went (seconds): sampling + scoring, training forward, backward, optimiser, evaluation
+    "time_sample", "time_forward", "time_backward", "time_optimizer", "time_eval",
     "seconds", "elapsed",
 ]
 
