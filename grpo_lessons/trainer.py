@@ -22,6 +22,13 @@ One step (:meth:`Trainer.step`), each line a named call into the pipeline's modu
     repeat mu times: loss = policy_loss(logp, old_logp, A, mask, variant, beta, ref_logp)   losses.policy_loss
                      backward (micro-batches), clip the gradient norm, AdamW step
 
+Speed (``TrainConfig``): ``precision="bf16-mixed"`` runs the training forward/backward under bf16 autocast
+(fp32 master weights, fp32 log-softmax and loss); ``sampler_dtype="bfloat16"`` samples with a bf16 copy of the
+weights, resynced in place after every update, and keeps that sampler's own log-probs (``sampling_logps``)
+beside the trainer's ``pi_old``: every row logs the gap (``mismatch_k3``, ``mismatch_ratio_min/mean/max`` of
+``pi_old / mu``), and ``rollout_correction`` / ``off_policy_mask_threshold`` hand it to :func:`policy_loss`
+(notebook 11).  The optimiser is fused AdamW; the sampler draws by inverse CDF (rollout.InverseCDFSampler).
+
 The configuration lives in :mod:`grpo_lessons.train_config`, the run records (metrics CSV, checkpoints,
 resume) in :mod:`grpo_lessons.records`.  This corresponds to TRL's ``GRPOTrainer`` with
 ``num_generations = G``, ``num_iterations = mu``, ``steps_per_generation = 1``,
