@@ -28,6 +28,13 @@ One step (:meth:`Trainer.step`), each line a named call into the pipeline's modu
                       entropy_in="loss": - alpha * aggregated token entropy)          shaping.token_entropy
                      backward (micro-batches), clip the gradient norm, AdamW step
 
+Speed (``TrainConfig``): ``precision="bf16-mixed"`` runs the training forward/backward under bf16 autocast
+(fp32 master weights, fp32 log-softmax and loss); ``sampler_dtype="bfloat16"`` samples with a bf16 copy of the
+weights, resynced in place after every update, and keeps that sampler's own log-probs (``sampling_logps``)
+beside the trainer's ``pi_old``: every row logs the gap (``mismatch_k3``, ``mismatch_ratio_min/mean/max`` of
+``pi_old / mu``), and ``rollout_correction`` / ``off_policy_mask_threshold`` hand it to :func:`policy_loss`
+(notebook 11).  The optimiser is fused AdamW; the sampler draws by inverse CDF (rollout.InverseCDFSampler).
+
 The configuration lives in :mod:`grpo_lessons.train_config`, the run records (metrics CSV, checkpoints,
 resume) in :mod:`grpo_lessons.records`.  This corresponds to TRL's ``GRPOTrainer`` with
 ``num_generations = G``, ``num_iterations = mu``, ``steps_per_generation = 1``,
@@ -399,7 +406,7 @@ class Trainer:
         self.step_count = 0
         self.history: list[dict] = []
         self.elapsed = 0.0  # training wall time of the whole run, across resumes (the CSV's `elapsed`)
-        self.session_elapsed = 0.0  # this invocation's: what max_minutes limits, so a resumed run gets a new budget
+        self.session_elapsed = 0.0  # this invocation's training time (no evaluation): what max_minutes limits
         self.initial_eval: dict | None = None
         self.out = Path(cfg.out)
         self.csv_path = self.out / METRICS_NAME
@@ -730,11 +737,13 @@ class Trainer:
         m = self.update(batch)         # mu optimiser steps on policy_loss
         self.step_count += 1
         row = {"step": self.step_count, **self._sample_fields(batch.stats), **m, "time_sample": t_sample}
-        if self._eval_due(self.step_count) or self._time_up(time.perf_counter() - t0):
+        t_train = time.perf_counter() - t0
+        if self._eval_due(self.step_count) or self._time_up(t_train):
             row.update(self._eval_fields(self.evaluate()))
-        row["seconds"] = time.perf_counter() - t0
+        row["seconds"] = time.perf_counter() - t0  # the whole step, evaluation included
+        row["time_eval"] = row["seconds"] - t_train if row.get("accuracy") is not None else 0.0
         self.elapsed += row["seconds"]
-        self.session_elapsed += row["seconds"]
+        self.session_elapsed += t_train  # the budget counts training only; evaluation is timed apart
         row["elapsed"] = self.elapsed
         row = {c: row.get(c) for c in self.columns}
         self.history.append(row)
@@ -765,7 +774,8 @@ class Trainer:
         }
 
     def _time_up(self, running: float = 0.0) -> bool:
-        """True once ``max_minutes`` of this invocation's wall time have been used (a resume starts a new budget)."""
+        """True once ``max_minutes`` of this invocation's training time (sampling, scoring, updates; not evaluation)
+        have been used.  A resume starts a new budget."""
         limit = self.cfg.max_minutes
         return limit is not None and self.session_elapsed + running >= 60.0 * limit
 

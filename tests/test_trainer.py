@@ -446,3 +446,24 @@ def test_fused_adamw_makes_the_same_update(tmp_path):
         params[opt] = [p.detach().clone() for p in tr.params]
     for a, b in zip(params["adamw-fused"], params["adamw"]):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_the_time_budget_excludes_evaluation(tmp_path, monkeypatch):
+    slow_eval = {"seconds": 0.3}
+    real = Trainer.evaluate
+
+    def slow(self):
+        import time
+        time.sleep(slow_eval["seconds"])
+        return real(self)
+
+    monkeypatch.setattr(Trainer, "evaluate", slow)
+    tr = Trainer(cfg(tmp_path, steps=3, eval_every=1, max_minutes=1.0 / 60), train_rows=ROWS, eval_rows=EVAL,
+                 reward_funcs=[digits])
+    res = tr.run(progress=False)
+    steps = [r for r in res.history if r["step"] > 0]
+    assert all(r["time_eval"] >= 0.3 for r in steps)
+    train_time = sum(r["seconds"] - r["time_eval"] for r in steps)
+    assert tr.session_elapsed == pytest.approx(train_time)
+    # 3 steps x (>= 0.3 s of evaluation) would exceed the 1 s budget if evaluation counted
+    assert len(steps) == 3 or train_time >= 1.0
