@@ -396,7 +396,8 @@ class Trainer:
 
         self.stream = PromptStream(len(self.train_rows), cfg.seed)
         v = self.variant
-        self.record_topk = cfg.topk if v.objective == "dppo" and str(v.loss_defaults.get("kind", "")).startswith("topk") else 0
+        topk_variant = v.objective == "dppo" and str(v.loss_defaults.get("kind", "")).startswith("topk")
+        self.record_topk = cfg.topk if topk_variant else 0  # DPPO top-K: the sampler keeps its top-K per position
         self.entropy_reward = cfg.entropy_bonus if cfg.entropy_in == "reward" else 0.0
         self.entropy_coef = cfg.entropy_bonus if cfg.entropy_in == "loss" else 0.0
         # The reward matrix's columns: the reward functions, then the shaping terms as extra "reward functions"
@@ -507,7 +508,7 @@ class Trainer:
             columns.append(penalty)
         if self.entropy_reward:
             columns.append(completion_entropy(ro.sampling_entropy, ro.completion_mask))  # H_i, weight alpha
-        R = torch.stack([c.to(rewards.device, rewards.dtype) for c in columns], dim=1)  # (N, K'), where the rewards are
+        R = torch.stack([c.to(rewards.device, rewards.dtype) for c in columns], dim=1)  # (N, K') on the rewards' device
         unscorable = torch.isnan(rewards)  # (N,) every reward function said None: shaping does not score it
         R[unscorable] = float("nan")
         w = torch.tensor(self.matrix_weights, dtype=R.dtype)
@@ -540,7 +541,8 @@ class Trainer:
         while True:
             need = cfg.prompts_per_step - sum(len(r) for r in kept_rows)
             rows, ro, r, parts, pen, R = self.sample_round(need)
-            informative = informative_groups(r, G)  # (need,) bool
+            # (need,) bool; GDPO normalises each reward function apart: a group is informative if any column varies
+            informative = informative_groups(R if self.variant.advantage_scale == "decoupled" else r, G)
             zero_std += int((~informative).sum())
             groups_seen += len(rows)
             seen_r.append(r), seen_parts.append(parts), seen_pen.append(pen), seen_ro.append(ro)
@@ -613,7 +615,8 @@ class Trainer:
         pw = prompt_weights(batch.loss_mask, cfg.group_size) if v.aggregation == "prompt_mean" else None
         total_tokens = float(batch.loss_mask.sum())
         acc = {k: 0.0 for k in ("loss", "policy_loss", "kl", "ratio_mean", "clip_low", "clip_high", "grad_norm",
-                                "truncated", "masked", "opm", "time_forward", "time_backward", "time_optimizer", "entropy_term")}
+                                "truncated", "masked", "opm", "time_forward", "time_backward", "time_optimizer",
+                                "entropy_term")}
         has_clip = has_kl = False
         seen_diag: set[str] = set()
         slp = batch.rollout.sampling_logps  # (N, T) the sampler's log-probs, or None

@@ -409,8 +409,13 @@ def test_shaping_pieces_by_hand():
     from grpo_lessons.shaping import informative_groups
 
     # NaN (unscorable) is ignored; fewer than two scored completions is no signal
-    r = torch.tensor([float("nan"), 1.0, 1.0, 1.0, float("nan"), 0.0, 1.0, 0.0, float("nan"), float("nan"), float("nan"), 1.0])
+    nan = float("nan")
+    r = torch.tensor([nan, 1.0, 1.0, 1.0, nan, 0.0, 1.0, 0.0, nan, nan, nan, 1.0])
     assert informative_groups(r, 4).tolist() == [False, True, False]
+    # GDPO's matrix: a group counts if any reward function varies in it (the sums may tie)
+    R = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
+    assert informative_groups(R, 2).tolist() == [True, False]
+    assert informative_groups(R.sum(1), 2).tolist() == [False, False]
     # uniform over V: entropy log V; a one-hot-ish distribution: ~0
     lg = torch.zeros(1, 2, 5)
     lg[0, 1, 3] = 50.0
