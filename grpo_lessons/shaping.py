@@ -108,7 +108,8 @@ def solved_groups(correct, group_size: int, threshold: float) -> torch.Tensor:
     ``correct`` ``(N,)``: 1 where a completion is right (the task's correctness reward is 1), 0 otherwise; NaN
     (unscorable) counts as not right.  Khatri et al. 2025 (arXiv 2510.13786, Sec. 3.2) retire a prompt for good
     once its pass rate reaches 0.9: it has little left to teach and would only add zero-advantage groups.
-    Neither TRL nor veRL has it; ``TrainConfig(retire_solved_at=0.9)``, notebook 14.  Raises ``ValueError`` for a threshold outside ``(0, 1]`` or bad shapes.
+    Neither TRL nor veRL has it; ``TrainConfig(retire_solved_at=0.9)``, notebook 14.  Raises ``ValueError``
+    for a threshold outside ``(0, 1]`` or bad shapes.
     """
     c = as_float_tensor(correct, "correct")
     if not 0 < float(threshold) <= 1:
