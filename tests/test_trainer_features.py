@@ -70,10 +70,11 @@ def test_every_registered_variant_trains_one_step(tmp_path, variant):
     assert any(not torch.equal(a, p) for a, p in zip(before, tr.params)), "the update changed nothing"
 
 
-@pytest.mark.parametrize("variant", ["gdpo", "gopo", "scalerl", "cispo", "vespo", "dppo_topk_kl", "dppo_binary_tv"])
-def test_cli_trains_the_new_variants_by_name(tmp_path, variant):
+@pytest.mark.parametrize("variant", list_variants())
+def test_cli_trains_every_registered_variant_by_name(tmp_path, variant):
     out = tmp_path / variant
-    code = main(["train", "--model", "tiny-qwen2", "--variant", variant, "--steps", "1", "--group-size", "4",
+    size = [] if VARIANTS[variant].fixed_group_size else ["--group-size", "4"]  # 2-grpo: its own G = 2
+    code = main(["train", "--model", "tiny-qwen2", "--variant", variant, "--steps", "1", *size,
                  "--prompts-per-step", "2", "--max-new-tokens", "4", "--eval-size", "0", "--no-progress",
                  "--no-mask-truncated-completions", "--no-dynamic-sampling", "--out", str(out)])
     assert code == 0
