@@ -244,7 +244,9 @@ class Rollout:
     ``lengths`` counts the masked tokens (EOS included).  ``logps`` (or None) are the per-token
     log-probs of the sampling distribution, 0 on padding, recomputed by a forward pass of the model;
     ``sampling_logps`` (or None) are the log-probs the sampler itself used when it drew each token (its own
-    logits, possibly a low-precision copy of the policy), 0 on padding.
+    logits, possibly a low-precision copy of the policy), 0 on padding; ``sampling_entropy`` the entropy of each
+    position's sampling distribution, and (``record_topk``) ``sampler_topk_ids``/``sampler_topk_logps`` its K
+    most likely tokens, for the entropy bonus and DPPO's top-K divergence.
     """
 
     prompts: list  # the P prompts as given (strings or chat messages)
