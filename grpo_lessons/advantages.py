@@ -16,8 +16,8 @@ from ._checks import as_float_tensor, check_choice, check_finite
 
 __all__ = ["group_advantages", "SCALES", "zero_gradient_probability"]
 
-Scale = Literal["group", "none", "batch"]
-SCALES: tuple[str, ...] = ("group", "none", "batch")
+Scale = Literal["group", "none", "batch", "batch_centered"]
+SCALES: tuple[str, ...] = ("group", "none", "batch", "batch_centered")
 
 
 def _std(x: torch.Tensor, dim: int | None, unbiased: bool) -> torch.Tensor:
@@ -39,8 +39,15 @@ def group_advantages(
       ``A_i = (r_i - mean_g) / (std_g + eps)``.  TRL ``scale_rewards="group"``; veRL ``grpo``.
     * ``scale="none"`` — Dr. GRPO (Liu et al. 2025, arXiv 2503.20783): ``A_i = r_i - mean_g``.
       TRL ``scale_rewards="none"``; veRL ``norm_adv_by_std_in_grpo=False``.
-    * ``scale="batch"`` — ScaleRL (Khatri et al. 2025, arXiv 2510.13786): group mean, batch std,
-      ``A_i = (r_i - mean_g) / (std_batch + eps)``.  TRL ``scale_rewards="batch"``.
+    * ``scale="batch"`` — TRL ``scale_rewards="batch"``: group mean, then the std of the **raw**
+      rewards over the batch, ``A_i = (r_i - mean_g) / (std(r) + eps)``.
+    * ``scale="batch_centered"`` — ScaleRL's batch-level advantage normalisation (Khatri et al. 2025,
+      arXiv 2510.13786, Sec. 3.2): group mean, then the std of the **centred** advantages over the
+      batch, ``A_i = (r_i - mean_g) / (std({r_j - mean_g(j)}) + eps)``.  The two differ whenever
+      group means differ: rewards ``[1,0,0,0 | 1,1,1,1 | 0,1,1,0]`` give ``A_0 = 1.45623`` under
+      ``"batch"`` (std 0.514929) and ``1.87988`` under ``"batch_centered"`` (std 0.398862).
+      TRL has no setting for it; :class:`grpo_lessons.trl_bridge.GRPOLessonsTrainer` rescales
+      TRL's ``scale_rewards="none"`` advantages.
 
     Std convention: Bessel-corrected (``n - 1``) by default, plus ``eps = 1e-4`` outside the
     square root — exactly TRL's.  veRL uses the same unbiased std with ``eps = 1e-6``.
@@ -66,7 +73,7 @@ def group_advantages(
     check_finite(r, "rewards")
     if scale == "group" and group_size < 2:
         raise ValueError("scale='group' needs group_size >= 2: the std of a single reward is undefined")
-    if scale == "batch" and n < 2:
+    if scale in ("batch", "batch_centered") and n < 2:
         raise ValueError("scale='batch' needs at least 2 rewards in the batch for a std")
 
     g = r.view(-1, group_size)  # (num_prompts, G)
@@ -78,6 +85,8 @@ def group_advantages(
         adv = centred / (_std(g, dim=1, unbiased=unbiased_std) + eps)
     elif scale == "batch":
         adv = centred / (_std(r, dim=None, unbiased=unbiased_std) + eps)
+    elif scale == "batch_centered":
+        adv = centred / (_std(centred.reshape(-1), dim=None, unbiased=unbiased_std) + eps)
     else:
         adv = centred
     return adv.reshape(-1)  # (N,)
