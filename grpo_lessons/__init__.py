@@ -8,6 +8,8 @@ Every variant is an entry of :data:`grpo_lessons.variants.VARIANTS`.
 """
 
 from .advantages import group_advantages, zero_gradient_probability
+from .correction import off_policy_sequence_mask, rollout_weights
+from .divergence import topk_divergence
 from .kl import exact_kl, kl_estimate
 from .losses import LossOutput, policy_loss
 from .variants import VARIANTS, Variant, get_variant, list_variants, register
@@ -18,6 +20,9 @@ __all__ = [
     "group_advantages",
     "zero_gradient_probability",
     "kl_estimate",
+    "rollout_weights",
+    "off_policy_sequence_mask",
+    "topk_divergence",
     "exact_kl",
     "policy_loss",
     "LossOutput",
