@@ -11,9 +11,9 @@ gap on the offline SmolLM2-135M-Instruct, on this CPU, with nothing but a dtype 
                  differs from them only by kernel/batch-shape rounding).
 * ``pi_old``  -- the float32 model re-scores the same tokens (what the trainer computes).
 
-Two settings: the short arithmetic task (12 new tokens, "Reply with only the number.") and a long one
-(the same questions with "Think briefly, then give the final answer in <answer></answer> tags.",
-128 new tokens).  Reported per setting: mean ``|log pi_old - log mu|`` per token, mean k3, the
+Two settings: the short arithmetic task (12 new tokens, "Reply with only the number.", 32 prompts x 4)
+and a long one (the same questions with "Explain your reasoning step by step in detail, in at least five sentences, then
+give the final answer.", 128 new tokens, 16 prompts x 4).  Reported per setting: mean ``|log pi_old - log mu|`` per token, mean k3, the
 percentiles of the sequence ratio ``prod_t pi_old/mu`` and of the token ratio, and the share of tokens
 or sequences each TRL correction mode truncates or masks (cap 3; masks also with the band [0.5, 2]).
 For the short setting it also stores the sampler's top-K log-probs and the trainer's log-probs at the
@@ -54,8 +54,10 @@ from grpo_lessons.models import resolve_model  # noqa: E402
 from grpo_lessons.rollout import generate_completions, rollout_logps  # noqa: E402
 
 SETTINGS = {
-    "short": {"style": "only_number", "max_new_tokens": 12},
-    "long": {"style": "think_answer", "max_new_tokens": 128},
+    "short": {"style": "only_number", "suffix": "", "max_new_tokens": 12},
+    # "think_answer" gets ~23-token replies from this model; asking for an explanation gets long ones
+    "long": {"style": "plain", "suffix": " Explain your reasoning step by step in detail, in at least five sentences, then give the final "
+                                        "answer.", "max_new_tokens": 128},
 }
 CAP = 3.0
 MASK_BAND = (0.5, 2.0)
@@ -130,6 +132,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "offpolicy_mismatch"))
     p.add_argument("--prompts", type=int, default=32)
+    p.add_argument("--long-prompts", type=int, default=16, help="prompts of the 128-token setting (CPU time)")
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--topk", type=int, default=16)
@@ -156,7 +159,8 @@ def main(argv=None) -> int:
     token_rows = []
     for name in a.settings.split(","):
         s = SETTINGS[name]
-        prompts = [make_messages(r["question"], s["style"]) for r in rows]
+        n_prompts = a.prompts if name == "short" else a.long_prompts
+        prompts = [make_messages(r["question"] + s["suffix"], s["style"]) for r in rows[:n_prompts]]
         t1 = time.time()
         ro = generate_completions(bf16, tok, prompts, a.group_size, max_new_tokens=s["max_new_tokens"],
                                   temperature=a.temperature, generator_seed=a.seed, batch_size=8,
@@ -179,7 +183,7 @@ def main(argv=None) -> int:
         seq_log = d.sum(-1)  # (B,)
         lengths = mask.sum(-1)
         res = {
-            "prompt_style": s["style"], "max_new_tokens": s["max_new_tokens"], "sequences": len(ro),
+            "prompt_style": s["style"], "prompt_suffix": s["suffix"], "max_new_tokens": s["max_new_tokens"], "sequences": len(ro),
             "tokens": int(m.sum()), "mean_length": float(lengths.mean()),
             "truncated_share": float(ro.truncated.float().mean()),
             "mean_abs_log_ratio": float(np.abs(tokd).mean()),
@@ -189,6 +193,9 @@ def main(argv=None) -> int:
             "token_ratio": percentiles(np.exp(tokd)),
             "sequence_ratio": percentiles(seq_log.exp().numpy()),
             "sequence_log_ratio_std": float(seq_log.std()),
+            "sequence_ratio_full_length": (percentiles(seq_log[lengths == s["max_new_tokens"]].exp().numpy())
+                                           if bool((lengths == s["max_new_tokens"]).any()) else None),
+            "full_length_sequences": int((lengths == s["max_new_tokens"]).sum()),
             "shares": correction_shares(d, mask),
             "seconds_generate": round(t_gen, 1), "seconds_total": round(t_all, 1),
             "example_completion": ro.texts[0],

@@ -587,3 +587,50 @@ def scaling_widget(d: dict[str, Any] | None = None):
                         A=_float_slider(round(fit.A, 2), 0.3, 1.0, 0.01, "asymptote A"),
                         log10_C_mid=_float_slider(round(math.log10(fit.C_mid), 1), 1.0, 5.0, 0.05, "log10 C_mid"),
                         B=_float_slider(round(fit.B, 1), 0.1, 5.0, 0.05, "steepness B"))
+
+
+def load_topk_result(path: str | Path | None = None) -> dict[str, torch.Tensor]:
+    """The sampler's top-K and the trainer's log-probs stored by ``benchmarks/offpolicy_mismatch.py``.
+
+    The run stored, per completion position of the short setting, the bf16 sampler's top-K ids and
+    log-probs and the fp32 trainer's log-probs at the same ids (both at the sampling temperature), the
+    sampled token and both models' log-prob of it -- not the trainer's full ``(B, T, V)`` logits, which
+    would be 49k floats per token.  For :func:`grpo_lessons.divergence.topk_divergence` this function
+    rebuilds equivalent trainer logits over a *compressed vocabulary* of ``K + 2`` entries: the K ids,
+    the sampled token (where it is not among them) and one entry holding all remaining mass.  Their
+    softmax equals the trainer's probabilities at every id the divergence reads, and the rest bucket
+    ``1 - sum`` is the same, so the divergence is exactly the one of the full logits.
+
+    Returns ``topk_ids`` / ``sampled_ids`` (compressed, ``(B, T, K)`` / ``(B, T)``), ``sampler_topk_logp``
+    ``(B, T, K)``, ``logits`` ``(B, T, K + 2)``, ``sampler_logp`` / ``trainer_logp`` ``(B, T)`` of the sampled
+    token (the sampler's from the top-K pass where the token is listed), ``sampler_logp_rescored`` (the
+    benchmark's re-scoring pass), ``mask`` ``(B, T)``, ``sampled_in_topk`` and ``temperature`` (already
+    applied: pass ``temperature=1``).
+    """
+    import numpy as np
+
+    path = Path(path) if path is not None else RESULTS_DIR / "offpolicy_mismatch" / "topk.npz"
+    z = np.load(path)
+    ids = torch.from_numpy(z["topk_ids"].astype("int64"))  # (B, T, K) real vocabulary ids
+    mu_top = torch.from_numpy(z["sampler_topk_logp"]).double()  # (B, T, K)
+    q_top = torch.from_numpy(z["trainer_topk_logp"]).double()  # (B, T, K)
+    tok = torch.from_numpy(z["sampled_ids"].astype("int64"))  # (B, T)
+    mu_s = torch.from_numpy(z["sampler_logp"]).double()  # (B, T)
+    q_s = torch.from_numpy(z["trainer_logp"]).double()  # (B, T)
+    mask = torch.from_numpy(z["mask"].astype("float64"))  # (B, T)
+    B, T, K = ids.shape
+    hit = ids == tok[..., None]  # (B, T, K)
+    present = hit.any(-1)  # (B, T)
+    sampled_c = torch.where(present, hit.long().argmax(-1), torch.full_like(tok, K))  # (B, T) compressed id
+    extra = torch.where(present, torch.full_like(q_s, -1e30), q_s)  # (B, T): the sampled token's own entry
+    listed = torch.cat([q_top.exp(), torch.where(present, torch.zeros_like(q_s), q_s.exp())[..., None]], -1)
+    rest = (1.0 - listed.sum(-1)).clamp(min=1e-12).log()  # (B, T)
+    logits = torch.cat([q_top, extra[..., None], rest[..., None]], -1)  # (B, T, K + 2)
+    ids_c = torch.arange(K).expand(B, T, K).clone()  # (B, T, K)
+    # The sampler's log-prob of the sampled token from the same forward pass as its top-K (where listed): the
+    # re-scoring pass of the benchmark (shared prompt cache) differs from it by bf16 rounding of a different
+    # computation order, as much as the bf16/fp32 gap itself, so mixing the two would be inconsistent.
+    mu_same = torch.where(present, mu_top.gather(-1, sampled_c.clamp(max=K - 1)[..., None])[..., 0], mu_s)
+    return {"topk_ids": ids_c, "sampled_ids": sampled_c, "sampler_topk_logp": mu_top, "logits": logits,
+            "sampler_logp": mu_same, "trainer_logp": q_s, "sampler_logp_rescored": mu_s, "mask": mask,
+            "temperature": float(z["temperature"]), "sampled_in_topk": present}
