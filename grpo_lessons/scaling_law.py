@@ -104,8 +104,8 @@ def _lm(p: np.ndarray, logC: np.ndarray, R: np.ndarray, R0: float | None, iters:
 def fit_sigmoid(C, R, *, R0: float | None = None, fit_R0: bool = False) -> SigmoidFit:
     """Least-squares fit of :func:`sigmoid_curve` to points ``(C_k, R_k)``, ``C, R`` of shape ``(n,)``.
 
-    ``R0`` fixes the starting reward (default: the reward of the smallest ``C``, as the paper anchors
-    the curve at the starting model); ``fit_R0=True`` fits it as a fourth parameter instead.  Returns
+    ``R0`` fixes the starting reward (default: the reward at the smallest ``C``, the closest observation
+    of the starting model); ``fit_R0=True`` fits it as a fourth parameter instead.  Returns
     a :class:`SigmoidFit`.  The fit is multi-start (``C_mid`` on the data's compute range, ``B`` in
     {0.5, 1, 2, 4}) Levenberg-Marquardt, so it does not depend on a starting guess; with noisy, short
     curves ``A`` and ``C_mid`` trade off against each other (a later midpoint with a higher ceiling fits

@@ -509,7 +509,8 @@ def cispo_widget():
                         cap=_float_slider(5.0, 0.2, 6.0, 0.1, "CISPO cap ε_max"))
 
 
-def scaling_curve_data(path: str | Path | None = None, *, compute: str = "completions") -> dict[str, Any]:
+def scaling_curve_data(path: str | Path | None = None, *, compute: str = "completions", R0: float | None = None,
+                       fit_R0: bool = False) -> dict[str, Any]:
     """A training log's reward curve as compute ``C`` and reward ``R``, and its ScaleRL sigmoid fit.
 
     ``path``: a trainer ``metrics.csv`` (default: the committed CPU learning run,
@@ -518,7 +519,8 @@ def scaling_curve_data(path: str | Path | None = None, *, compute: str = "comple
     (``completions_sampled * completion_len``), proportional to sampling FLOPs for a fixed model.
     ``R`` = the step's mean training reward.  Steps without a reward (evaluation rows) are skipped.
     Returns ``C``, ``R``, ``steps``, the :class:`grpo_lessons.scaling_law.SigmoidFit` ``fit`` and the
-    held-out evaluations ``eval_C``, ``eval_R`` when the log has them.
+    held-out evaluations ``eval_C``, ``eval_R`` when the log has them.  ``R0`` / ``fit_R0`` go to
+    :func:`grpo_lessons.scaling_law.fit_sigmoid` (default: ``R0`` = the first step's reward).
     """
     from ..scaling_law import fit_sigmoid
 
@@ -541,7 +543,7 @@ def scaling_curve_data(path: str | Path | None = None, *, compute: str = "comple
     if len(C) < 4:
         raise ValueError(f"{path}: only {len(C)} steps with a reward; the fit needs at least 4")
     Ct, Rt = torch.tensor(C, dtype=torch.float64), torch.tensor(R, dtype=torch.float64)
-    return {"C": Ct, "R": Rt, "steps": steps, "compute": compute, "fit": fit_sigmoid(Ct.numpy(), Rt.numpy()),
+    return {"C": Ct, "R": Rt, "steps": steps, "compute": compute, "fit": fit_sigmoid(Ct.numpy(), Rt.numpy(), R0=R0, fit_R0=fit_R0),
             "eval_C": [c for c, _ in evals], "eval_R": [r for _, r in evals], "path": str(path)}
 
 
