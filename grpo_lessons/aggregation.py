@@ -9,6 +9,8 @@ a long or short completion weighs in the gradient.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 __all__ = ["aggregate", "AGGREGATIONS", "token_weights", "prompt_weights"]
@@ -57,10 +59,13 @@ def aggregate(
     * ``token_mean`` (BNPO, DAPO): ``sum_{i,t} l_{i,t} / sum_i |o_i|``.  TRL ``bnpo`` (this
       micro-batch's tokens) and ``dapo`` (pass ``num_items_in_batch``, the token count of the
       whole generation batch, to reproduce TRL under gradient accumulation); veRL ``token-mean``.
-      An all-zero row contributes nothing.
+      An all-zero row contributes nothing.  A given ``num_items_in_batch`` is used as it is (it must be
+      > 0): TRL clamps the token count to >= 1 *before* rescaling it to one accumulation window, and a
+      second clamp here would change the loss of a batch with very few loss tokens.
     * ``seq_mean_token_sum_norm`` (Dr. GRPO): ``sum_{i,t} l_{i,t} / (B * L)`` with ``L`` the
-      constant ``max_completion_length`` (default: ``T``).  TRL ``dr_grpo``; veRL
-      ``seq-mean-token-sum-norm``.
+      constant ``max_completion_length``.  TRL ``dr_grpo``; veRL ``seq-mean-token-sum-norm``.  Pass it:
+      without it ``L`` is the padded width ``T`` of this batch, so the same completions give different
+      losses at different paddings (a ``UserWarning`` says so).
     * ``prompt_mean`` (ScaleRL, Khatri et al. 2025, arXiv 2510.13786, "prompt-level" loss
       aggregation): the token mean within each prompt's group of ``group_size`` contiguous rows,
       then the mean over prompts: ``(1/P) sum_g (1 / sum_{i in g} |o_i|) sum_{i in g, t} l_{i,t}``.
@@ -74,9 +79,18 @@ def aggregate(
     if mode == "seq_mean_token_mean":
         return ((per_token_loss * m).sum(-1) / m.sum(-1).clamp(min=1.0)).mean()
     if mode == "token_mean":
-        denom = m.sum() if num_items_in_batch is None else torch.as_tensor(num_items_in_batch, dtype=m.dtype)
-        return (per_token_loss * m).sum() / denom.clamp(min=1.0)
+        if num_items_in_batch is None:
+            return (per_token_loss * m).sum() / m.sum().clamp(min=1.0)
+        denom = torch.as_tensor(num_items_in_batch, dtype=m.dtype, device=m.device)
+        if not bool(denom > 0):
+            raise ValueError(f"num_items_in_batch must be > 0, got {float(denom)}")
+        return (per_token_loss * m).sum() / denom
     if mode == "seq_mean_token_sum_norm":
+        if max_completion_length is None:
+            warnings.warn(
+                f"Dr. GRPO aggregation without max_completion_length: dividing by this batch's padded width "
+                f"T = {m.shape[-1]}, so the same completions give a different loss at another padding. Pass the "
+                "generation budget (TRL: max_completion_length).", UserWarning, stacklevel=2)
         length = m.shape[-1] if max_completion_length is None else max_completion_length
         if length <= 0:
             raise ValueError(f"max_completion_length must be positive, got {length}")
@@ -102,6 +116,8 @@ def token_weights(mask: torch.Tensor, mode: str, *, max_completion_length: int |
     weighs ten times a token of a 100-token answer; under the other two all tokens weigh the same.
     """
     probe = torch.zeros_like(mask, dtype=torch.float64, requires_grad=True)
+    if max_completion_length is None and mode == "seq_mean_token_sum_norm":
+        max_completion_length = mask.shape[-1]  # a picture of one batch: its width is the budget
     aggregate(probe, mask.to(torch.float64), mode, max_completion_length=max_completion_length,
               group_size=group_size).backward()
     return probe.grad.to(torch.float32)

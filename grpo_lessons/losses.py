@@ -31,7 +31,8 @@ class LossOutput:
     policy_loss: torch.Tensor  # scalar: the surrogate part alone (detached)
     kl: torch.Tensor | None  # scalar: the KL estimate aggregated like the loss (detached); None if beta == 0.
     #   On policy (ratio 1) loss == policy_loss + beta * kl exactly.
-    kl_token_mean: float | None  # the masked token mean of the KL estimate (what TRL logs as "kl")
+    kl_token_mean: float | None  # masked token mean of the KL term as it enters the loss: k3 x ratio when
+    #   kl_importance_weighted (TRL's use_bias_correction_kl), else k3 -- exactly what TRL logs as "kl"
     clip_frac_low: float | None  # share of completion tokens with ratio < 1 - eps_low and A < 0
     clip_frac_high: float | None  # share with ratio > 1 + eps_high and A > 0
     #   CISPO: high = ratio above the cap with A > 0 (TRL's cispo_clip_ratio), low = 0;
@@ -136,6 +137,8 @@ def policy_loss(
     """
     v = get_variant(variant)
     lp = as_float_tensor(logp, "logp")
+    if lp.dtype in (torch.float16, torch.bfloat16):  # the loss is computed in fp32 whatever comes in: bf16 cannot
+        lp = lp.float()  # even represent GSPO's 1 + 4e-4 (its step at 1 is 2^-7), so nothing would ever clip
     olp = as_float_tensor(old_logp, "old_logp").to(lp.dtype)
     check_2d(lp, "logp")
     check_same_shape(lp, "logp", old_logp=olp, mask=mask if isinstance(mask, torch.Tensor) else None)
@@ -250,10 +253,10 @@ def policy_loss(
     kl_agg = kl_tok = None
     if rlp is not None:
         kl = kl_estimate(lp, rlp, kl_kind)  # (B, T)
-        kl_tok = _masked_mean(kl.detach(), m)
         kl_agg = aggregate(kl.detach(), m, v.aggregation, **agg_kw)
         if kl_importance_weighted:
             kl = kl * ratio
+        kl_tok = _masked_mean(kl.detach(), m)  # TRL logs the token mean of the term it adds (ratio-weighted)
         per_token = per_token + beta * kl
 
     # 5. aggregation: the one place the loss is normalised

@@ -446,8 +446,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
     def _log_loss_metrics(self, out, entropies, mask) -> None:
         m = mask.to(entropies.dtype)
         self._log_mean("entropy", float((entropies.detach() * m).sum() / m.sum().clamp(min=1.0)))
-        if out.kl is not None:
-            self._log_mean("kl", float(out.kl))
+        if out.kl_token_mean is not None:  # TRL's "kl": token mean of k3 (x the ratio under use_bias_correction_kl)
+            self._log_mean("kl", out.kl_token_mean)
         if out.clip_frac_low is not None:  # same names as TRL's, so its logs and plots carry over
             self._log_mean("clip_ratio/low_mean", out.clip_frac_low)
             self._log_mean("clip_ratio/high_mean", out.clip_frac_high)

@@ -196,10 +196,11 @@ register(Variant(
     advantage_scale="group", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
     citation="Wu et al. 2025, It Takes Two: Your GRPO Is Secretly DPO, arXiv 2510.00977",
     loss_defaults={"epsilon": 0.2, "epsilon_high": None},
-    train_defaults={"beta": 0.0, "group_size": 2, "group_size_defines_method": True, "prompts_per_batch_factor": 8},
+    train_defaults={"beta": 0.0, "group_size": 2, "group_size_defines_method": True, "prompts_per_step": 32},
     trl={"loss_type": "grpo", "num_generations": 2, "scale_rewards": "group", "beta": 0.0},
     notebook="09_two_grpo.ipynb",
-    notes="No new loss: G = 2 with 8x the prompts per batch (same rollouts). Advantages are +-0.7071 or 0.",
+    notes="No new loss: G = 2 with more prompts per step at the same number of completions (the trainer's "
+          "default: 32 prompts x 2 = 8 x 8; the paper: 8x the prompts of its G = 16). Advantages are +-0.7071 or 0.",
 ))
 
 # -- off-policy family (notebooks 12-14) ---------------------------------------------------------------
