@@ -13,7 +13,8 @@ gap on the offline SmolLM2-135M-Instruct, on this CPU, with nothing but a dtype 
 
 Two settings: the short arithmetic task (12 new tokens, "Reply with only the number.", 32 prompts x 4)
 and a long one (the same questions with "Explain your reasoning step by step in detail, in at least five sentences, then
-give the final answer.", 128 new tokens, 16 prompts x 4).  Reported per setting: mean ``|log pi_old - log mu|`` per token, mean k3, the
+give the final answer.", 128 new tokens, 16 prompts x 4).  Reported per setting: mean
+``|log pi_old - log mu|`` per token, mean k3, the
 percentiles of the sequence ratio ``prod_t pi_old/mu`` and of the token ratio, and the share of tokens
 or sequences each TRL correction mode truncates or masks (cap 3; masks also with the band [0.5, 2]).
 For the short setting it also stores the sampler's top-K log-probs and the trainer's log-probs at the
@@ -56,8 +57,10 @@ from grpo_lessons.rollout import generate_completions, rollout_logps  # noqa: E4
 SETTINGS = {
     "short": {"style": "only_number", "suffix": "", "max_new_tokens": 12},
     # "think_answer" gets ~23-token replies from this model; asking for an explanation gets long ones
-    "long": {"style": "plain", "suffix": " Explain your reasoning step by step in detail, in at least five sentences, then give the final "
-                                        "answer.", "max_new_tokens": 128},
+    "long": {"style": "plain",
+             "suffix": " Explain your reasoning step by step in detail, in at least five sentences, then give the "
+                       "final answer.",
+             "max_new_tokens": 128},
 }
 CAP = 3.0
 MASK_BAND = (0.5, 2.0)
@@ -183,7 +186,8 @@ def main(argv=None) -> int:
         seq_log = d.sum(-1)  # (B,)
         lengths = mask.sum(-1)
         res = {
-            "prompt_style": s["style"], "prompt_suffix": s["suffix"], "max_new_tokens": s["max_new_tokens"], "sequences": len(ro),
+            "prompt_style": s["style"], "prompt_suffix": s["suffix"], "max_new_tokens": s["max_new_tokens"],
+            "sequences": len(ro),
             "tokens": int(m.sum()), "mean_length": float(lengths.mean()),
             "truncated_share": float(ro.truncated.float().mean()),
             "mean_abs_log_ratio": float(np.abs(tokd).mean()),
@@ -235,7 +239,8 @@ def main(argv=None) -> int:
         print(f"no figure: {err}")
     print(json.dumps({k: {kk: v[kk] for kk in ("mean_abs_log_ratio", "mean_k3", "sequence_ratio", "shares")}
                       for k, v in summary["settings"].items()}, indent=1))
-    print(f"wall {info['wall_seconds']} s, load {info['machine']['load_average_at_start']} -> {info['load_average_at_end']}")
+    print(f"wall {info['wall_seconds']} s, load {info['machine']['load_average_at_start']} -> "
+          f"{info['load_average_at_end']}")
     return 0
 
 

@@ -43,7 +43,8 @@ register(Exercise(
     notebook="11_train_inference_mismatch.ipynb",
     variable="sequence_mask_weights",
     prompt="Write sequence_mask_weights(old_logp, mu_logp, mask, clip_min, clip_max) -> (B, 1): TRL's "
-           "sequence_mask correction (MIS), rho = prod_t pi_old/mu over completion tokens, 0 outside [clip_min, clip_max].",
+           "sequence_mask correction (MIS), rho = prod_t pi_old/mu over completion tokens, 0 outside "
+           "[clip_min, clip_max].",
     kind="code",
     check=_check_sequence_mask,
     solution_code=(

@@ -19,7 +19,8 @@ def _check_phi(fn) -> None:
         got = learner_call(fn, lr.clone(), a)
         ref = vespo_phi(lr[None, :], torch.ones(1, lr.numel(), dtype=torch.float64),
                         torch.full((1, 1), a, dtype=torch.float64))
-        close_to(got, float(ref), what=f"phi for A = {a:+g} and {lr.numel()} token log-ratio(s)", rel=1e-6, abs_tol=1e-9,
+        close_to(got, float(ref), what=f"phi for A = {a:+g} and {lr.numel()} token log-ratio(s)", rel=1e-6,
+                 abs_tol=1e-9,
                  hint="log W is the SUM of the token log-ratios (no 1/|o|); A >= 0 uses (k, lambda) = (2, 3), "
                       "A < 0 uses (3, 2); phi = W^k exp(lambda (1 - W)).")
 
@@ -29,7 +30,8 @@ register(Exercise(
     notebook="12_vespo.ipynb",
     variable="vespo_weight",
     prompt="Write vespo_weight(log_ratios, adv): VESPO's phi(W) for one sequence, log_ratios a 1-D tensor of "
-           "log pi_theta - log pi_old per token, with the paper's (k, lambda) = (2, 3) for A >= 0 and (3, 2) for A < 0.",
+           "log pi_theta - log pi_old per token, with the paper's (k, lambda) = (2, 3) for A >= 0 and (3, 2) "
+           "for A < 0.",
     kind="code",
     check=_check_phi,
     solution_code=(

@@ -59,7 +59,8 @@ def _check_kl_keep(fn) -> None:
             i = int(bad[0])
             raise ExerciseError(
                 f"token with mu = {float(mu_c[i]):.3f}, pi_theta = {float(p_c[i]):.3f}, A = {float(a_c[i]):+.2f}, "
-                f"delta = {delta}: you return {float(got[i]):g}, expected {float(ref[i]):g} ({len(bad)} tokens differ). "
+                f"delta = {delta}: you return {float(got[i]):g}, expected {float(ref[i]):g} "
+                f"({len(bad)} tokens differ). "
                 "D is the KL of two Bernoullis, mu log(mu/p) + (1-mu) log((1-mu)/(1-p)); mask only if D > delta AND "
                 "the token moved the way A pushes (p > mu for A > 0, p < mu for A <= 0).")
 

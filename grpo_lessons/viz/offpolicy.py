@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +158,8 @@ def _toy_objective(theta: torch.Tensor, length: int, threshold: int) -> torch.Te
     """``J(theta) = P(at least `threshold` of `length` i.i.d. tokens are token 0)`` under softmax(theta)."""
     p0 = torch.softmax(theta, -1)[0]
     n = torch.arange(length + 1, dtype=theta.dtype)
-    log_binom = torch.lgamma(torch.tensor(length + 1.0, dtype=theta.dtype)) - torch.lgamma(n + 1) - torch.lgamma(length - n + 1)
+    top = torch.lgamma(torch.tensor(length + 1.0, dtype=theta.dtype))
+    log_binom = top - torch.lgamma(n + 1) - torch.lgamma(length - n + 1)  # log C(length, n)
     pmf = torch.exp(log_binom + n * torch.log(p0) + (length - n) * torch.log1p(-p0))  # (length + 1,)
     return pmf[threshold:].sum()
 
@@ -181,7 +181,8 @@ def mismatch_simulator(mismatch: float = 0.1, length: int = 32, mode: str = "tok
 
     The trainer's policy ``pi_old = softmax(theta)`` over ``vocab`` tokens; a completion is ``length``
     i.i.d. tokens; the reward is 1 if at least ``ceil(length * pi_old(0))`` of them are token 0 (a
-    verifier-like, non-additive reward that succeeds about half the time).  The sampler is ``mu = softmax(theta + mismatch * eps)`` for a fixed random direction ``eps``
+    verifier-like, non-additive reward that succeeds about half the time).  The sampler is
+    ``mu = softmax(theta + mismatch * eps)`` for a fixed random direction ``eps``
     (so ``mismatch`` is roughly the per-token std of ``log pi_old - log mu``).  ``samples`` completions are
     drawn from ``mu``; each option's per-completion gradient estimate is
 
@@ -328,8 +329,9 @@ def vespo_curves(k_pos: float = 2.0, lambda_pos: float = 3.0, k_neg: float = 3.0
                                 W, a)
         k, lam = out["params"][key]
         w_peak = torch.tensor([[math.log(k / lam)]], dtype=torch.float64)
-        phi_peak = float(vespo_phi(w_peak, torch.ones(1, 1, dtype=torch.float64), torch.full((1, 1), a, dtype=torch.float64),
-                                   k_pos=k_pos, lambda_pos=lambda_pos, k_neg=k_neg, lambda_neg=lambda_neg))
+        one = torch.ones(1, 1, dtype=torch.float64)
+        phi_peak = float(vespo_phi(w_peak, one, a * one, k_pos=k_pos, lambda_pos=lambda_pos, k_neg=k_neg,
+                                   lambda_neg=lambda_neg))
         out[key] = {"vespo": phi, "clip": clip, "sapo": sapo, "tis": W.clamp(max=tis_cap)}
         out["peak"][key] = (k / lam, phi_peak)
     return out
@@ -543,7 +545,8 @@ def scaling_curve_data(path: str | Path | None = None, *, compute: str = "comple
     if len(C) < 4:
         raise ValueError(f"{path}: only {len(C)} steps with a reward; the fit needs at least 4")
     Ct, Rt = torch.tensor(C, dtype=torch.float64), torch.tensor(R, dtype=torch.float64)
-    return {"C": Ct, "R": Rt, "steps": steps, "compute": compute, "fit": fit_sigmoid(Ct.numpy(), Rt.numpy(), R0=R0, fit_R0=fit_R0),
+    fit = fit_sigmoid(Ct.numpy(), Rt.numpy(), R0=R0, fit_R0=fit_R0)
+    return {"C": Ct, "R": Rt, "steps": steps, "compute": compute, "fit": fit,
             "eval_C": [c for c, _ in evals], "eval_R": [r for _, r in evals], "path": str(path)}
 
 
@@ -560,16 +563,19 @@ def plot_scaling_fit(d: dict[str, Any], manual: tuple[float, float, float] | Non
         ax.plot([max(c, float(C[0])) for c in d["eval_C"]], d["eval_R"], "s", color="tab:green", ms=6,
                 label="held-out greedy accuracy (not fitted)")
     ax.plot(xs, fit(xs), color="k", lw=2,
-            label=f"fit: A = {fit.A:.3f}, C_mid = {fit.C_mid:.0f}, B = {fit.B:.2f} (R0 = {fit.R0:.3f}, rmse {fit.rmse:.3f})")
+            label=f"fit: A = {fit.A:.3f}, C_mid = {fit.C_mid:.0f}, B = {fit.B:.2f} "
+                  f"(R0 = {fit.R0:.3f}, rmse {fit.rmse:.3f})")
     ax.axhline(fit.A, color="k", lw=0.6, ls=":")
     if manual is not None:
         A, cm, B = manual
         y = sigmoid_curve(xs, A, fit.R0, cm, B)
         rmse = float(((torch.as_tensor(sigmoid_curve(C.numpy(), A, fit.R0, cm, B)) - R) ** 2).mean().sqrt())
-        ax.plot(xs, y, color="tab:red", lw=1.5, ls="--", label=f"yours: A = {A:.2f}, C_mid = {cm:.0f}, B = {B:.2f} (rmse {rmse:.3f})")
+        ax.plot(xs, y, color="tab:red", lw=1.5, ls="--",
+                label=f"yours: A = {A:.2f}, C_mid = {cm:.0f}, B = {B:.2f} (rmse {rmse:.3f})")
     ax.axvline(float(C[-1]), color="grey", lw=0.6)
     ax.set_xscale("log")
-    ax.set_xlabel(f"compute C = cumulative {'completions' if d['compute'] == 'completions' else 'completion tokens'} sampled")
+    unit = "completions" if d["compute"] == "completions" else "completion tokens"
+    ax.set_xlabel(f"compute C = cumulative {unit} sampled")
     ax.set_ylabel("reward")
     ax.set_ylim(-0.05, 1.05)
     ax.legend(fontsize=7, loc="lower right")
