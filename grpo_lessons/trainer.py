@@ -218,14 +218,16 @@ def mismatch_stats(sampling_logp: torch.Tensor, old_logp: torch.Tensor, mask: to
     """The sampler/trainer gap of one batch: mean k3 and min/mean/max of the token ratio ``pi_old / mu``.
 
     ``sampling_logp`` (the sampler's ``log mu``), ``old_logp`` (the trainer's ``log pi_old``), ``mask``: ``(N, T)``.
-    ``k3 = exp(d) - d - 1`` with ``d = log mu - log pi_old`` estimates KL(pi_old || mu) per token (notebook 11).
+    With ``r = pi_old / mu`` per token, ``k3 = r - 1 - log r`` >= 0 is an unbiased estimate of KL(mu || pi_old)
+    from the sampler's own draws (Schulman's k3; notebook 11).
     """
     keep = mask > 0
     if not bool(keep.any()):
         return {}
-    d = (sampling_logp.float() - old_logp.float())[keep]  # (n,) log mu - log pi_old over real tokens
-    ratio = torch.exp(-d)  # (n,) pi_old / mu
-    return {"mismatch_k3": float((torch.exp(d) - d - 1).mean()), "mismatch_ratio_min": float(ratio.min()),
+    log_r = (old_logp.double() - sampling_logp.double())[keep]  # (n,) log pi_old - log mu over real tokens
+    ratio = torch.exp(log_r)  # (n,) pi_old / mu
+    k3 = torch.expm1(log_r) - log_r  # (n,) r - 1 - log r, accurate for tiny log r
+    return {"mismatch_k3": float(k3.mean()), "mismatch_ratio_min": float(ratio.min()),
             "mismatch_ratio_mean": float(ratio.mean()), "mismatch_ratio_max": float(ratio.max())}
 
 

@@ -478,3 +478,15 @@ def test_rollout_correction_runs_and_logs_its_shares(tmp_path):
     assert 0 < row["correction_truncated_frac"] < 1
     assert row["off_policy_masked_frac"] == 0.0  # a threshold of 10 nats masks nothing
     assert math.isfinite(row["loss"])
+
+
+def test_mismatch_stats_by_hand():
+    from grpo_lessons.trainer import mismatch_stats
+
+    mu = torch.log(torch.tensor([[0.5, 0.25, 0.9]]))  # the sampler's log-probs
+    old = torch.log(torch.tensor([[0.25, 0.5, 0.1]]))  # the trainer's; the third token is padding
+    st = mismatch_stats(mu, old, torch.tensor([[1.0, 1.0, 0.0]]))
+    k3 = [(0.5 - 1 - math.log(0.5)), (2.0 - 1 - math.log(2.0))]  # r - 1 - log r with r = pi_old / mu
+    assert st["mismatch_k3"] == pytest.approx(sum(k3) / 2)
+    assert (st["mismatch_ratio_min"], st["mismatch_ratio_max"]) == pytest.approx((0.5, 2.0))
+    assert st["mismatch_ratio_mean"] == pytest.approx(1.25)
