@@ -390,10 +390,8 @@ class Trainer:
             acc["grad_norm"] += float(grad_norm)
             t0 = time.perf_counter()
             self.optimizer.step()
+            self.sync_sampler()
             acc["time_optimizer"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        self.sync_sampler()  # once per batch: the sampler is next used for the next batch
-        acc["time_optimizer"] += time.perf_counter() - t0
         self.optimizer.zero_grad(set_to_none=True)
         mu = cfg.mu
         mismatch = {} if slp is None else mismatch_stats(slp, torch.cat(old_seen), batch.loss_mask)
