@@ -29,9 +29,8 @@ beside the trainer's ``pi_old``: every row logs the gap (``mismatch_k3``, ``mism
 ``pi_old / mu``), and ``rollout_correction`` / ``off_policy_mask_threshold`` hand it to :func:`policy_loss`
 (notebook 11).  The optimiser is fused AdamW; the sampler draws by inverse CDF (rollout.InverseCDFSampler).
 
-The configuration lives in :mod:`grpo_lessons.train_config`, the set-up (data, model, reference, sampler,
-optimiser) in :mod:`grpo_lessons.train_setup`, rewards and evaluation in :mod:`grpo_lessons.scoring`, the run
-records (metrics CSV, checkpoints, resume) in :mod:`grpo_lessons.records`.  This corresponds to TRL's ``GRPOTrainer`` with
+The configuration lives in :mod:`grpo_lessons.train_config`, the run records (metrics CSV, checkpoints,
+resume) in :mod:`grpo_lessons.records`.  This corresponds to TRL's ``GRPOTrainer`` with
 ``num_generations = G``, ``num_iterations = mu``, ``steps_per_generation = 1``,
 ``max_completion_length = max_new_tokens``, ``top_k = 0``, ``top_p = 1``; see
 :attr:`grpo_lessons.variants.Variant.trl` for the loss settings of each variant.  The model stays in
@@ -40,6 +39,7 @@ eval mode (dropout off) so the policy that samples is exactly the policy that is
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -53,16 +53,14 @@ from . import records
 from .advantages import group_advantages
 from .losses import LossOutput, policy_loss
 from .records import CHECKPOINT_NAME, CONFIG_NAME, METRICS_NAME, PromptStream, load_history
-from .rollout import Rollout, concat_rollouts, generate_completions, rollout_logps
-from .scoring import evaluate, reward_names, score_completions
+from .rollout import Rollout, concat_rollouts, context_length, generate_completions, prompt_lengths, rollout_logps
 from .shaping import informative_groups, soft_overlong_penalty, truncation_mask
 from .train_config import TrainConfig
-from .train_setup import check_prompt_lengths, load_data, make_optimizer, make_sampler, prepare_model
 from .variants import Variant, get_variant
 
 __all__ = [
     "TrainConfig", "TrainResult", "Trainer", "Batch", "train", "score_completions", "batch_loss",
-    "evaluate", "PromptStream", "load_history", "CHECKPOINT_NAME", "METRICS_NAME", "reward_names",
+    "evaluate", "PromptStream", "load_history", "CHECKPOINT_NAME", "METRICS_NAME",
 ]
 
 
@@ -82,8 +80,57 @@ class TrainResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# Pure pieces: the loss of one batch, the sampler/trainer gap (scoring and evaluation: scoring.py)
+# Pure pieces: scoring, the loss of one batch, evaluation
 # ---------------------------------------------------------------------------------------------
+
+
+def _fn_name(f) -> str:
+    return getattr(f, "__name__", None) or type(f).__name__
+
+
+def reward_names(reward_funcs: Sequence[Callable]) -> list[str]:
+    """Unique column names for the reward functions (``arithmetic_reward``, ``format_reward``, ``f_2`` ...)."""
+    names = []
+    for i, f in enumerate(reward_funcs):
+        n = _fn_name(f)
+        names.append(n if n not in names else f"{n}_{i}")
+    return names
+
+
+def score_completions(rollout: Rollout, rows: Sequence[dict], reward_funcs: Sequence[Callable],
+                      weights: Sequence[float] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Rewards ``(N,)`` of a rollout: ``sum_k w_k f_k(completions, **columns)``, and each ``f_k``'s ``(N,)``.
+
+    Each reward function is called the way TRL calls it: ``completions`` (chat messages for conversational
+    prompts), ``prompts``, ``completion_ids`` and every dataset column except ``prompt``, each repeated
+    ``G`` times.  What it returns is checked: exactly ``N`` finite numbers, or ``None`` for "does not
+    apply" (counted as 0, as TRL's ``nansum``).  Anything else raises ``ValueError`` naming the function.
+    """
+    from .rewards import check_rewards
+
+    G = rollout.group_size
+    if len(rows) != rollout.num_prompts:
+        raise ValueError(f"{len(rows)} dataset rows for a rollout of {rollout.num_prompts} prompts")
+    if not reward_funcs:
+        raise ValueError("no reward functions")
+    weights = [1.0] * len(reward_funcs) if weights is None else [float(w) for w in weights]
+    if len(weights) != len(reward_funcs):
+        raise ValueError(f"{len(weights)} reward weights for {len(reward_funcs)} reward functions")
+    N = len(rollout)
+    keys = [k for k in dict.fromkeys(k for r in rows for k in r) if k not in ("prompt", "completions")]
+    columns = {k: [r.get(k) for r in rows for _ in range(G)] for k in keys}  # each (N,)
+    completions = rollout.completions()
+    prompts = [p for p in rollout.prompts for _ in range(G)]
+    ids = [row[m.bool()].tolist() for row, m in zip(rollout.completion_ids, rollout.completion_mask)]
+    total = torch.zeros(N, dtype=torch.float32)
+    parts = {}
+    for name, f, w in zip(reward_names(reward_funcs), reward_funcs, weights):
+        values = check_rewards(f(completions=completions, prompts=prompts, completion_ids=ids, **columns), N,
+                               f"reward function {name!r}")
+        r = torch.tensor(values, dtype=torch.float32)  # (N,), NaN where the function said None
+        parts[name] = r
+        total += w * torch.nan_to_num(r, nan=0.0)
+    return total, parts
 
 
 def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: torch.Tensor, *,
@@ -140,6 +187,35 @@ def mismatch_stats(sampling_logp: torch.Tensor, old_logp: torch.Tensor, mask: to
             "mismatch_ratio_mean": float(ratio.mean()), "mismatch_ratio_max": float(ratio.max())}
 
 
+@torch.no_grad()
+def evaluate(model, tokenizer, rows: Sequence[dict], accuracy_fn: Callable, *, max_new_tokens: int,
+             batch_size: int = 50, reward_funcs: Sequence[Callable] | None = None,
+             reward_weights: Sequence[float] | None = None) -> dict:
+    """Greedy held-out evaluation: ``accuracy`` = share of rows where ``accuracy_fn`` gives >= 1.
+
+    Also the mean weighted reward (when ``reward_funcs`` is given) and the mean completion length.
+    """
+    if not rows:
+        raise ValueError("the evaluation set is empty")
+    correct, rewards, lengths = [], [], []
+    for s in range(0, len(rows), batch_size):
+        chunk = list(rows[s:s + batch_size])
+        ro = generate_completions(model, tokenizer, [r["prompt"] for r in chunk], 1, max_new_tokens=max_new_tokens,
+                                  temperature=None, compute_logps=False)
+        _, acc = score_completions(ro, chunk, [accuracy_fn])
+        correct += [bool(v >= 1.0 - 1e-9) for v in next(iter(acc.values())).tolist()]
+        if reward_funcs:
+            total, _ = score_completions(ro, chunk, reward_funcs, reward_weights)
+            rewards += total.tolist()
+        lengths += ro.lengths.tolist()
+    return {
+        "accuracy": sum(correct) / len(correct),
+        "reward_mean": sum(rewards) / len(rewards) if rewards else None,
+        "completion_len": sum(lengths) / len(lengths),
+        "n": len(correct),
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # The trainer
 # ---------------------------------------------------------------------------------------------
@@ -163,6 +239,85 @@ class Batch:
         return self.rollout.num_prompts
 
 
+def prepare_model(cfg: TrainConfig, model) -> tuple[Any, Any]:
+    """Make ``model`` trainable as configured; returns ``(policy, reference or None)``.
+
+    LoRA (peft) wraps the model and its adapter-free base is the reference; ``trainable_layers`` freezes all
+    but the last N blocks (+ the final norm); otherwise every weight trains.  Whenever ``beta > 0`` and the
+    reference cannot be the adapter-free base (full or ``trainable_layers`` training), a frozen copy of the
+    initial weights is the reference.
+    """
+    layers = _block_list(model) if cfg.trainable_layers is not None else None
+    if layers is not None and cfg.trainable_layers > len(layers):
+        raise ValueError(f"trainable_layers={cfg.trainable_layers} but the model has {len(layers)} blocks")
+    ref_model = None
+    if cfg.lora:
+        from peft import LoraConfig, get_peft_model
+        present = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
+        targets = [t for t in cfg.lora_targets if t in present]
+        if not targets:
+            raise ValueError(f"none of lora_targets {list(cfg.lora_targets)} is a module of this model")
+        extra = {} if layers is None else {
+            "layers_to_transform": list(range(len(layers) - cfg.trainable_layers, len(layers)))}
+        model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
+                                                 target_modules=targets, bias="none", task_type="CAUSAL_LM",
+                                                 **extra))
+    elif layers is not None:
+        # Freeze everything below the last N blocks: the backward pass stops there, which on a CPU
+        # is most of the saving (the frozen blocks' activations are not even kept).
+        for p in model.parameters():
+            p.requires_grad_(False)
+        for block in list(layers)[-cfg.trainable_layers:]:
+            for p in block.parameters():
+                p.requires_grad_(True)
+        norm = getattr(getattr(model, "model", None), "norm", None)
+        if norm is not None:
+            for p in norm.parameters():
+                p.requires_grad_(True)
+    if cfg.beta > 0 and not cfg.lora:  # (LoRA: the adapter-free base is pi_ref, no copy needed)
+        ref_model = copy.deepcopy(model).eval()  # pi_ref: the initial weights, frozen
+        for p in ref_model.parameters():
+            p.requires_grad_(False)
+    return model.eval(), ref_model  # dropout off: the sampling policy is the scored policy
+
+
+def make_optimizer(cfg: TrainConfig, params: list) -> torch.optim.Optimizer:
+    """AdamW as ``cfg.optimizer`` says: one fused kernel (the default; TRL's Trainer uses fused/foreach AdamW
+    too), foreach, or the per-parameter loop.  Same update, different speed."""
+    kw = {"adamw-fused": {"fused": True}, "adamw-foreach": {"foreach": True}, "adamw": {"foreach": False}}[cfg.optimizer]
+    try:
+        return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, **kw)
+    except RuntimeError:  # a device/dtype without the fused kernel
+        return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
+
+
+def make_sampler(cfg: TrainConfig, model) -> tuple[Any, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """The model that samples: ``model`` itself, or a copy in ``cfg.sampler_dtype`` (a train/inference gap).
+
+    Returns ``(sampler, pairs)`` where ``pairs`` are (sampler tensor, trainer parameter) for every trainable
+    weight: :meth:`Trainer.sync_sampler` copies them after each update (``copy_`` into the existing low-precision
+    tensors: no new allocation; frozen weights never change, so they are never copied again).
+    """
+    dtype = getattr(torch, cfg.sampler_dtype) if cfg.sampler_dtype else None
+    if dtype is None or dtype == next(model.parameters()).dtype:
+        return model, []
+    sampler = copy.deepcopy(model).to(dtype).eval()
+    for p in sampler.parameters():
+        p.requires_grad_(False)
+    own = dict(sampler.named_parameters())
+    pairs = [(own[n], p) for n, p in model.named_parameters() if p.requires_grad]
+    return sampler, pairs
+
+
+def _block_list(model) -> torch.nn.ModuleList:
+    """The model's list of transformer blocks (the ModuleList with ``num_hidden_layers`` entries)."""
+    n = getattr(model.config, "num_hidden_layers", None)
+    for _, mod in model.named_modules():
+        if isinstance(mod, torch.nn.ModuleList) and len(mod) == n:
+            return mod
+    raise ValueError("trainable_layers: could not find the model's list of transformer blocks")
+
+
 class Trainer:
     """The GRPO loop, in pieces: :meth:`sample_batch`, :meth:`update`, :meth:`evaluate`, :meth:`step`, :meth:`run`.
 
@@ -180,19 +335,14 @@ class Trainer:
         self.conf = cfg.resolved()
         self.variant = get_variant(cfg.variant)
         self.beta = cfg.beta
-        data = load_data(cfg, train_rows, eval_rows, reward_funcs, reward_weights, accuracy_fn)
-        self.train_rows, self.eval_rows = data.train_rows, data.eval_rows
-        self.reward_funcs, self.reward_weights, self.accuracy_fn = data.reward_funcs, data.reward_weights, data.accuracy_fn
-        self.reward_columns = data.reward_columns
-        self.columns = records.BASE_COLUMNS[:3] + self.reward_columns + records.BASE_COLUMNS[3:]
+        self._load_data(train_rows, eval_rows, reward_funcs, reward_weights, accuracy_fn)
         if model is None:
             from .models import resolve_model
             model, tokenizer = resolve_model(cfg.model, dtype=cfg.dtype, device=cfg.device)
         elif tokenizer is None:
             raise ValueError("a model was passed without its tokenizer")
         self.tokenizer = tokenizer
-        check_prompt_lengths(tokenizer, model, {"training": self.train_rows, "evaluation": self.eval_rows},
-                             cfg.max_new_tokens)
+        self._check_prompt_lengths(model)
         torch.manual_seed(cfg.seed)  # LoRA initialisation and every sampled token follow from here
         self.model, self.ref_model = prepare_model(cfg, model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -212,6 +362,50 @@ class Trainer:
         self.checkpoint_path = self.out / CHECKPOINT_NAME
         self._started = False
         self._saved_step: int | None = None
+
+    def _load_data(self, train_rows, eval_rows, reward_funcs, reward_weights, accuracy_fn) -> None:
+        cfg, task = self.cfg, None
+        if train_rows is None or reward_funcs is None or (eval_rows is None and cfg.eval_size):
+            from .data import get_task
+            task = get_task(cfg.task)
+        self.train_rows = list(task.rows("train") if train_rows is None else train_rows)
+        if not self.train_rows:
+            raise ValueError("the training set is empty: there are no prompts to sample from")
+        self.eval_rows = []
+        if cfg.eval_size:
+            rows = list(task.rows("test") if eval_rows is None else eval_rows)
+            if not rows:
+                raise ValueError("the evaluation set is empty; pass eval rows or set eval_size=0")
+            self.eval_rows = rows[:cfg.eval_size]
+        for i, r in enumerate(self.train_rows + self.eval_rows):
+            if not isinstance(r, dict) or "prompt" not in r:
+                raise ValueError(f"dataset row {i} has no 'prompt' column (rows must be dicts with a 'prompt')")
+        self.reward_funcs = list(task.reward_funcs if reward_funcs is None else reward_funcs)
+        if not self.reward_funcs:
+            raise ValueError("no reward functions")
+        w = cfg.reward_weights if cfg.reward_weights is not None else (
+            reward_weights if reward_weights is not None else (task.reward_weights if reward_funcs is None else None))
+        self.reward_weights = [1.0] * len(self.reward_funcs) if w is None else [float(x) for x in w]
+        if len(self.reward_weights) != len(self.reward_funcs):
+            raise ValueError(f"{len(self.reward_weights)} reward weights for {len(self.reward_funcs)} reward "
+                             f"functions ({', '.join(reward_names(self.reward_funcs))})")
+        self.reward_columns = [f"reward_{n}" for n in reward_names(self.reward_funcs)]
+        self.accuracy_fn = accuracy_fn or self.reward_funcs[0]
+        self.columns = records.BASE_COLUMNS[:3] + self.reward_columns + records.BASE_COLUMNS[3:]
+
+    def _check_prompt_lengths(self, model) -> None:
+        ctx = context_length(model)
+        if ctx is None:
+            return
+        for name, rows in (("training", self.train_rows), ("evaluation", self.eval_rows)):
+            lens = prompt_lengths(self.tokenizer, [r["prompt"] for r in rows])
+            bad = [(i, n) for i, n in enumerate(lens) if n + self.cfg.max_new_tokens > ctx]
+            if bad:
+                i, n = bad[0]
+                raise ValueError(
+                    f"{len(bad)} {name} prompt(s) do not fit the model's context of {ctx} tokens with "
+                    f"max_new_tokens={self.cfg.max_new_tokens}: e.g. row {i} has {n} prompt tokens. "
+                    "Shorten the prompts, drop those rows, or lower max_new_tokens.")
 
     def _micro_batches(self, n: int) -> list[slice]:
         """Row slices of whole groups, about ``micro_batch_size`` rows each (at least one group)."""
