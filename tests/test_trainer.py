@@ -490,3 +490,23 @@ def test_mismatch_stats_by_hand():
     assert st["mismatch_k3"] == pytest.approx(sum(k3) / 2)
     assert (st["mismatch_ratio_min"], st["mismatch_ratio_max"]) == pytest.approx((0.5, 2.0))
     assert st["mismatch_ratio_mean"] == pytest.approx(1.25)
+
+
+def test_resume_with_the_fast_settings_matches_an_uninterrupted_run(tmp_path):
+    fast = dict(precision="bf16-mixed", sampler_dtype="bfloat16", eval_size=0, lr=1e-2)
+    full = run(cfg(tmp_path, "full", steps=2, **fast))
+    run(cfg(tmp_path, "split", steps=1, **fast))
+    resumed = run(cfg(tmp_path, "split", steps=2, resume=True, **fast))  # the bf16 sampler is rebuilt from the checkpoint
+    assert strip_time(resumed.history) == strip_time(full.history)
+
+
+def test_lora_with_a_bf16_sampler_resyncs_the_adapter(tmp_path):
+    pytest.importorskip("peft")
+    tr = Trainer(cfg(tmp_path, eval_size=0, lora=True, lora_r=4, lr=1e-2, sampler_dtype="bfloat16"), train_rows=ROWS,
+                 reward_funcs=[digits])
+    tr.step()
+    tr.step()
+    lora = {n: p for n, p in tr.model.named_parameters() if p.requires_grad}
+    own = dict(tr.sampler.named_parameters())
+    assert lora and all(torch.equal(own[n], p.detach().to(torch.bfloat16)) for n, p in lora.items())
+    assert any(float(p.detach().abs().max()) > 0 for n, p in lora.items() if "lora_B" in n)  # the adapter did move
