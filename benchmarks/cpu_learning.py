@@ -10,7 +10,9 @@ on a 2-core machine.
     HF_HUB_OFFLINE=1 python benchmarks/cpu_learning.py --preset ten-minutes   # +20 points in 10 minutes?
 
 ``--preset ten-minutes`` is the fast configuration: bf16-mixed training (fp32 master weights, fp32 loss), a bf16
-copy of the weights as the sampler (resynced after every update), fused AdamW, 2 threads, 10 minutes of training
+copy of the weights as the sampler (resynced after every update) with TIS (``token_truncate``, cap 3: the
+sampler/trainer gap that copy creates is corrected as notebook 11 teaches; a one-seed 10-step run without it did
+worse, benchmarks/results/offpolicy_run/), fused AdamW, 2 threads, 10 minutes of training
 time, writing to ``benchmarks/results/cpu_learning_10min/``.  Why these settings: the committed 30-minute fp32 run
 (``benchmarks/results/cpu_learning/``) gained +10.5 points by step 15 and +22 by step 30 at lr 3e-5, 8 prompts x
 G = 8, T = 0.7, i.e. about 30 steps buy +20 points.  On the same CPU bf16 matmuls run ~4x faster than fp32 and the
@@ -93,6 +95,10 @@ def parse_args(argv=None):
     p.add_argument("--minutes", type=float, default=30.0, help="training time budget (evaluations excluded)")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16-mixed"])
     p.add_argument("--sampler-dtype", default=None, choices=["float32", "bfloat16"])
+    p.add_argument("--rollout-correction", default=None,
+                   choices=["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"],
+                   help="correct for the bf16 sampler's gap (TIS/MIS, notebook 11); cap --rollout-clip-max")
+    p.add_argument("--rollout-clip-max", type=float, default=3.0)
     p.add_argument("--steps", type=int, default=400, help="upper bound on steps; --minutes usually ends the run")
     p.add_argument("--prompts-per-step", type=int, default=8)
     p.add_argument("--group-size", type=int, default=8)
@@ -119,6 +125,7 @@ def parse_args(argv=None):
     if args.preset == "ten-minutes":
         given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]) if a.startswith("--")}
         preset = {"minutes": 10.0, "precision": "bf16-mixed", "sampler_dtype": "bfloat16", "threads": 2,
+                  "rollout_correction": "token_truncate",
                   "eval_every": 20, "lr": 3e-5, "prompts_per_step": 8, "group_size": 8, "temperature": 0.7,
                   "out": str(ROOT / "benchmarks" / "results" / "cpu_learning_10min")}
         for k, v in preset.items():
@@ -154,6 +161,7 @@ def main(argv=None) -> int:
         lora=args.lora, lora_r=args.lora_r, lora_alpha=2 * args.lora_r, trainable_layers=args.trainable_layers,
         max_minutes=args.minutes, overlong_cache_len=args.overlong_cache_len,
         precision=args.precision, sampler_dtype=args.sampler_dtype,
+        rollout_correction=args.rollout_correction, rollout_clip_max=args.rollout_clip_max,
         mask_truncated_completions=args.mask_truncated or None, dynamic_sampling=args.dynamic_sampling or None,
     )
     info = machine()

@@ -80,7 +80,7 @@ class TrainConfig:
     #   after every update); None: the trainer's own model samples (no train/inference gap)
     optimizer: str = "adamw-fused"  # "adamw-fused" (one kernel; 6x faster than "adamw" on this CPU), "adamw-foreach", "adamw"
     # ----- the sampler/trainer mismatch (notebook 11): passed to policy_loss only when set
-    rollout_correction: str | None = None  # e.g. "tis" / "mis" ...: see policy_loss; None: no correction
+    rollout_correction: str | None = None  # token_truncate (TIS), token_mask (MIS), sequence_*: see correction.py
     rollout_clip_max: float = 3.0  # the correction's upper truncation of pi_old / mu
     rollout_clip_min: float | None = None
     off_policy_mask_threshold: float | None = None  # mask sequences whose sampler/trainer gap exceeds this

@@ -18,7 +18,8 @@ def test_ten_minute_preset_and_overrides():
     a = mod.parse_args(["--preset", "ten-minutes"])
     assert (a.minutes, a.precision, a.sampler_dtype, a.threads) == (10.0, "bf16-mixed", "bfloat16", 2)
     assert (a.lr, a.prompts_per_step, a.group_size, a.temperature, a.eval_size) == (3e-5, 8, 8, 0.7, 200)
-    assert a.out.endswith("cpu_learning_10min")
+    assert a.out.endswith("cpu_learning_10min") and a.rollout_correction == "token_truncate"
+    assert mod.parse_args(["--preset", "ten-minutes", "--rollout-correction", "token_mask"]).rollout_correction == "token_mask"
     b = mod.parse_args(["--preset", "ten-minutes", "--lr", "5e-5", "--minutes", "2"])
     assert (b.lr, b.minutes, b.precision) == (5e-5, 2.0, "bf16-mixed")
     c = mod.parse_args([])
