@@ -36,7 +36,7 @@ __all__ = [
     # 16
     "distort", "gopo_comparison", "plot_gopo_comparison", "gopo_widget", "spearman",
     # 17
-    "entropy_bandit", "plot_entropy_bandit", "plot_best_of_n", "plot_diversity_table",
+    "entropy_bandit", "plot_entropy_bandit", "entropy_widget", "ENTROPY_MODES", "plot_best_of_n", "plot_diversity_table",
     # 18
     "plot_verbalized",
 ]
@@ -49,22 +49,19 @@ def _plt():
 
 
 def _interactive(draw, compute, **controls):
-    """``ipywidgets.interactive`` around ``draw(compute(**values))``; ``.result`` holds the last dict."""
+    """``ipywidgets.interactive`` around ``draw(compute(**values))``; the widget's ``.result`` is the dict."""
     import ipywidgets as widgets
 
-    holder = {}
+    plt = _plt()
 
-    def show(**values):
-        d = compute(**values)
-        holder["result"] = d
-        fig = draw(d)
-        _plt().show()
-        return fig
+    def _update(**values):
+        data = compute(**values)
+        fig = draw(data)
+        plt.show()  # inline backend: displays into the widget's output; Agg: a no-op
+        plt.close(fig)
+        return data
 
-    w = widgets.interactive(show, **controls)
-    w.result = property(lambda self: holder.get("result"))
-    type(w).result = property(lambda self: holder.get("result"))  # noqa: B010
-    return w
+    return widgets.interactive(_update, **controls)
 
 
 def _float_slider(value, lo, hi, step, desc="", fmt=".2f"):
@@ -133,7 +130,8 @@ def reward_hacking_table(skill: float = 0.4, format_weight: float = 0.5, *,
         rows.append([f, p + format_weight * f, p * (1 + format_weight * f)])
     expected = torch.tensor(rows, dtype=torch.float64)  # (S, 3)
     designs = ["format only", f"sum: correct + {format_weight:g} format", f"gated: correct x (1 + {format_weight:g} format)"]
-    best = {d: names[int(expected[:, j].argmax())] for j, d in enumerate(designs)}
+    best = {d: " = ".join(n for n, v in zip(names, expected[:, j].tolist()) if v >= float(expected[:, j].max()) - 1e-12)
+            for j, d in enumerate(designs)}  # every policy tied for the top
     return {"names": names, "designs": designs, "expected": expected, "best": best, "skill": skill,
             "format_weight": format_weight, "format": fmt}
 
@@ -343,3 +341,160 @@ def gopo_widget():
                         kind=_dropdown(DISTORTIONS, "exp", "distortion"),
                         strength=_float_slider(3.0, 0.0, 8.0, 0.25, "strength"),
                         noise=_float_slider(0.0, 0.0, 1.0, 0.05, "noise (x reward spread)"))
+
+
+# --------------------------------------------------------------------------------------------------
+# 17 · diversity: the entropy bonus on a bandit, best-of-N, the measured table
+# --------------------------------------------------------------------------------------------------
+
+ENTROPY_MODES = ("none", "reward", "loss")
+
+
+def entropy_bandit(alpha: float = 0.05, *, steps: int = 100, group_size: int = 8, lr: float = 0.5,
+                   num_answers: int = 8, correct: Sequence[int] = (0, 1, 2), seeds: int = 3,
+                   modes: Sequence[str] = ENTROPY_MODES) -> dict[str, Any]:
+    """GRPO on a one-prompt bandit with several right answers, with an entropy bonus ``alpha`` in three places.
+
+    The policy is a softmax over ``num_answers`` answers, initialised at a reference distribution that
+    prefers answer 0; answers in ``correct`` earn reward 1.  Each step samples ``group_size`` answers,
+    computes GRPO advantages (:func:`grpo_lessons.advantages.group_advantages`) and takes an SGD step on the logits:
+
+    * ``none``: ``loss = -mean_i A_i log pi(o_i)``;
+    * ``reward``: the bonus is paid per sample, ``r_i + alpha * (-log pi(o_i))`` (the sampled estimate of the
+      entropy), *before* the group normalisation;
+    * ``loss``: ``loss = -mean_i A_i log pi(o_i) - alpha * H(pi)`` with the exact entropy (TRL / veRL's
+      ``entropy_coeff`` style: a term of the loss, outside the advantages).
+
+    Returns per mode the mean over ``seeds`` of the entropy ``H(pi)``, the probability of a right answer and
+    the entropy *among the right answers* (how many different right answers the policy still gives), per step.
+    """
+    for m in modes:
+        if m not in ENTROPY_MODES:
+            raise ValueError(f"unknown mode {m!r}; known: {ENTROPY_MODES}")
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    ok = torch.zeros(num_answers, dtype=torch.float64)
+    ok[list(correct)] = 1.0
+    ref_logits = -0.5 * torch.arange(num_answers, dtype=torch.float64)  # answer 0 most likely
+    out: dict[str, Any] = {"alpha": alpha, "steps": list(range(steps + 1)), "modes": list(modes)}
+    for mode in modes:
+        H = torch.zeros(steps + 1, dtype=torch.float64)
+        P = torch.zeros(steps + 1, dtype=torch.float64)
+        Hc = torch.zeros(steps + 1, dtype=torch.float64)
+        for seed in range(seeds):
+            gen = torch.Generator().manual_seed(1000 + seed)
+            logits = ref_logits.clone().requires_grad_(True)
+            for t in range(steps + 1):
+                with torch.no_grad():
+                    p = torch.softmax(logits, 0)
+                    H[t] += -(p * p.log()).sum() / seeds
+                    P[t] += (p * ok).sum() / seeds
+                    pc = p * ok / (p * ok).sum()
+                    Hc[t] += -(pc[pc > 0] * pc[pc > 0].log()).sum() / seeds
+                if t == steps:
+                    break
+                logp_all = torch.log_softmax(logits, 0)  # (V,)
+                idx = torch.multinomial(logp_all.detach().exp(), group_size, replacement=True, generator=gen)  # (G,)
+                logp = logp_all[idx]  # (G,)
+                r = ok[idx]  # (G,)
+                if mode == "reward":
+                    r = r + alpha * (-logp.detach())
+                A = group_advantages(r, group_size)  # (G,)
+                loss = -(A * logp).mean()
+                if mode == "loss":
+                    loss = loss - alpha * (-(logp_all.exp() * logp_all).sum())
+                grad, = torch.autograd.grad(loss, logits)
+                with torch.no_grad():
+                    logits -= lr * grad
+        out[mode] = {"entropy": H, "p_correct": P, "entropy_correct": Hc}
+    return out
+
+
+def plot_entropy_bandit(d: dict[str, Any]):
+    """Entropy of the policy, probability of a right answer and entropy among the right answers, per step."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    colors = {"none": "#7f7f7f", "reward": "#1f77b4", "loss": "#d62728"}
+    labels = {"none": "no bonus", "reward": f"bonus in the reward (alpha {d['alpha']:g})",
+              "loss": f"bonus in the loss (alpha {d['alpha']:g})"}
+    for key, ax, title in (("entropy", axes[0], "H(pi), nats"), ("p_correct", axes[1], "P(right answer)"),
+                           ("entropy_correct", axes[2], "entropy among right answers")):
+        for m in d["modes"]:
+            ax.plot(d["steps"], d[m][key].tolist(), color=colors[m], label=labels[m])
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def entropy_widget():
+    """Slider: the entropy coefficient alpha."""
+    return _interactive(plot_entropy_bandit, lambda alpha: entropy_bandit(alpha),
+                        alpha=_float_slider(0.05, 0.0, 0.3, 0.01, "entropy coefficient alpha"))
+
+
+def plot_best_of_n(bon: dict[str, dict[str, list]], title: str = ""):
+    """Accuracy against N for best-of-N with each picker (verifier, model confidence, majority vote) and pass@k.
+
+    ``bon``: method -> the ``best_of_n`` curves of ``benchmarks/diversity.py`` (``n``, ``verifier``,
+    ``pass_at_k``, ``confidence``, ``majority``)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(bon), figsize=(5.2 * len(bon), 3.4), sharey=True, squeeze=False)
+    styles = {"verifier": ("-o", "best-of-N, verifier picks"), "pass_at_k": ("--", "pass@k (unbiased estimator)"),
+              "confidence": ("-s", "best-of-N, model's mean log-prob picks"), "majority": ("-^", "majority vote")}
+    for ax, (name, c) in zip(axes[0], bon.items()):
+        for key, (style, label) in styles.items():
+            if c.get(key) and c[key][0] is not None:
+                ax.plot(c["n"], c[key], style, ms=4, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(c["n"])
+        ax.set_xticklabels([str(n) for n in c["n"]])
+        ax.set_xlabel("N (samples per prompt)")
+        ax.set_title(name, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("accuracy")
+    axes[0][0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_diversity_table(table: Sequence[dict[str, Any]], keys: Sequence[str] = ("distinct_2", "edit_diversity",
+                                                                                  "answer_entropy", "pass@1", "pass@8")):
+    """One panel per metric, one bar per method (rows of the benchmark's ``table``)."""
+    plt = _plt()
+    keys = [k for k in keys if any(r.get(k) is not None for r in table)]
+    fig, axes = plt.subplots(1, len(keys), figsize=(2.6 * len(keys), 3.4), squeeze=False)
+    names = [r["method"] for r in table]
+    colors = [plt.cm.tab10(i % 10) for i in range(len(names))]
+    for ax, k in zip(axes[0], keys):
+        ax.bar(range(len(names)), [r.get(k) or 0.0 for r in table], color=colors)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
+        ax.set_title(k, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# 18 · verbalized sampling
+# --------------------------------------------------------------------------------------------------
+
+def plot_verbalized(summary: dict[str, dict[str, float]], keys: Sequence[str] = ("parse_rate", "distinct_1",
+                                                                                 "distinct_2", "edit_diversity")):
+    """Bars: each metric for direct sampling and verbalized sampling (``summary``: method -> metric -> value)."""
+    plt = _plt()
+    methods = list(summary)
+    keys = [k for k in keys if any(summary[m].get(k) is not None for m in methods)]
+    fig, ax = plt.subplots(figsize=(1.8 * len(keys) + 2, 3.2))
+    width = 0.8 / len(methods)
+    for j, m in enumerate(methods):
+        xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(keys))]
+        ax.bar(xs, [summary[m].get(k) or 0.0 for k in keys], width, label=m)
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels(keys)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
