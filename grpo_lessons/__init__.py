@@ -7,7 +7,14 @@
 Every variant is an entry of :data:`grpo_lessons.variants.VARIANTS`.
 """
 
-from .advantages import group_advantages, zero_gradient_probability
+from .advantages import (
+    combine_rewards,
+    decoupled_advantages,
+    group_advantages,
+    rank_advantages,
+    variant_advantages,
+    zero_gradient_probability,
+)
 from .kl import exact_kl, kl_estimate
 from .losses import LossOutput, policy_loss
 from .variants import VARIANTS, Variant, get_variant, list_variants, register
@@ -16,6 +23,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "group_advantages",
+    "decoupled_advantages",
+    "rank_advantages",
+    "combine_rewards",
+    "variant_advantages",
     "zero_gradient_probability",
     "kl_estimate",
     "exact_kl",

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
+from .advantages import variant_advantages
 from .losses import policy_loss
 from .shaping import informative_groups
 from .variants import Variant, get_variant
@@ -57,6 +58,9 @@ _PARAM_TO_FIELD = {
     "tau_pos": "sapo_temperature_pos",
     "tau_neg": "sapo_temperature_neg",
 }
+# Advantage pieces TRL's scale_rewards does not name: GDPO's is normalize_then_sum (which ignores
+# scale_rewards), GOPO's ranks are computed by GRPOLessonsTrainer over TRL's group advantages.
+_TRL_SCALE = {"decoupled": "group", "rank": "group"}
 # Registry train_defaults that map one-to-one onto GRPOConfig fields.
 _TRAIN_FIELDS = ("beta", "learning_rate", "mask_truncated_completions")
 
@@ -91,8 +95,10 @@ def _derived_fields(v: Variant) -> dict[str, Any]:
         # TRL knows "token" and "sequence"; "sequence_token" (GSPO-token) is computed by our loss,
         # so TRL is told "token" (no TRL check depends on it).
         "importance_sampling_level": "sequence" if v.ratio_level == "sequence" else "token",
-        "scale_rewards": v.advantage_scale,
+        "scale_rewards": _TRL_SCALE.get(v.advantage_scale, v.advantage_scale),
     }
+    if v.advantage_scale == "decoupled":  # GDPO
+        fields["multi_objective_aggregation"] = "normalize_then_sum"
     for param in v.loss_params:
         value = v.loss_defaults.get(param)
         if value is not None:
@@ -139,6 +145,9 @@ def variant_for_config(args) -> str:
     loss_type = args.loss_type
     if level == "sequence" and loss_type == "grpo":
         return "gspo"
+    if (level == "token" and loss_type == "grpo"
+            and getattr(args, "multi_objective_aggregation", "sum_then_normalize") == "normalize_then_sum"):
+        return "gdpo"
     if level == "token" and loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "sapo"):
         return "2-grpo" if (loss_type == "grpo" and args.num_generations == 2) else loss_type
     raise ValueError(
@@ -252,7 +261,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
 
     def _check_supported(self) -> None:
         a, v = self.args, self.variant
-        if a.scale_rewards != v.advantage_scale and a.multi_objective_aggregation == "sum_then_normalize":
+        if (not self._own_advantages() and v.advantage_scale != "decoupled"
+                and a.scale_rewards != v.advantage_scale and a.multi_objective_aggregation == "sum_then_normalize"):
             warnings.warn(
                 f"variant {v.name!r} uses advantage scale {v.advantage_scale!r} but args.scale_rewards="
                 f"{a.scale_rewards!r}; TRL computes the advantages, so the run is not {v.title}",
@@ -370,6 +380,27 @@ class GRPOLessonsTrainer(GRPOTrainer):
             self._log_mean("clip_ratio/region_mean", out.clip_frac)
         self._log_mean("policy_loss", float(out.policy_loss))
 
+    # ---- advantages TRL does not compute: GOPO's ranks, GDPO when TRL sums first ---------------------
+
+    def _own_advantages(self) -> bool:
+        v = self.variant
+        return v.advantage_scale == "rank" or (
+            v.advantage_scale == "decoupled" and self.args.multi_objective_aggregation != "normalize_then_sum")
+
+    def _score(self, inputs):
+        """TRL's generation and scoring, with the advantages replaced where the variant's piece is not TRL's."""
+        batch = super()._generate_and_score_completions(inputs)
+        if not self._own_advantages():
+            return batch
+        G = self.num_generations if self.model.training else self.num_generations_eval
+        R = self._last_rewards_per_func.detach().float().cpu()  # (N_all, K) gathered over processes
+        adv = variant_advantages(R, G, self.variant, weights=self.reward_weights.detach().float().cpu(),
+                                 allow_unscored=True)  # (N_all,) unscorable rows: 0, as TRL
+        local = batch["advantages"].shape[0]
+        start = self.accelerator.process_index * local  # TRL's process slice
+        batch["advantages"] = adv[start:start + local].to(batch["advantages"].device, batch["advantages"].dtype)
+        return batch
+
     # ---- dynamic sampling ------------------------------------------------------------------------
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -393,7 +424,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
         return [self.train_dataset[i] for i in idx]
 
     def _generate_and_score_completions(self, inputs):
-        batch = super()._generate_and_score_completions(inputs)
+        batch = self._score(inputs)
         if not self.dynamic_sampling or not self.model.training:
             return batch
         G = self.num_generations
@@ -406,7 +437,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
         rounds = 0
         while missing > 0 and rounds < self.max_sampling_rounds:
             rows = [row for row in self._draw_prompts(n_groups) for _ in range(G)]  # G copies, contiguous
-            extra = super()._generate_and_score_completions(rows)
+            extra = self._score(rows)
             good = self._informative(G).nonzero().flatten().tolist()[:missing]
             pieces.append((extra, good))
             missing -= len(good)

@@ -201,3 +201,29 @@ register(Variant(
     notebook="09_two_grpo.ipynb",
     notes="No new loss: G = 2 with 8x the prompts per batch (same rollouts). Advantages are +-0.7071 or 0.",
 ))
+
+register(Variant(
+    name="gdpo",
+    title="GDPO (Group reward-Decoupled normalization Policy Optimization)",
+    advantage_scale="decoupled", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
+    citation="Liu et al. 2026, GDPO, arXiv 2601.05242",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={},
+    trl={"loss_type": "grpo", "multi_objective_aggregation": "normalize_then_sum", "scale_rewards": "group"},
+    notebook="15_gdpo.ipynb",
+    notes="Each reward z-scored in its group, weighted sum, batch renormalisation (decoupled_advantages). "
+          "TRL ignores scale_rewards under normalize_then_sum; the authors zero NaN rewards first.",
+))
+
+register(Variant(
+    name="gopo",
+    title="GOPO (Group Ordinal Policy Optimization)",
+    advantage_scale="rank", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
+    citation="Choi et al. 2026, GOPO: Policy Optimization using Ranked Rewards, arXiv 2602.03876",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={},
+    trl={},  # not in TRL 1.16: GRPOLessonsTrainer replaces TRL's advantages by rank_advantages
+    notebook="16_gopo.ipynb",
+    notes="A = 2 - 4 (rank - 1)/(G - 1), rank 1 = best, average ranks for ties (the authors break ties "
+          "arbitrarily: rank_advantages(ties='first')). Invariant to monotonic reward transforms.",
+))

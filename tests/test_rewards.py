@@ -28,6 +28,7 @@ from grpo_lessons.rewards import (
     format_reward,
     gsm8k_reward,
     last_number,
+    latex_number,
     parse_number,
     safe_arith,
     uses_only,
@@ -424,3 +425,66 @@ def test_fuzz_case_count():
     # every fuzz test declares its max_examples explicitly
     src = inspect.getsource(inspect.getmodule(test_fuzz_case_count))
     assert src.count("\n@settings(max_examples=FUZZ[") == len(FUZZ)
+
+
+# --------------------------------------------------------------------------------------------- review fixes
+# Each of these failed before the fix it names.
+
+
+def test_float_gold_is_its_decimal_not_its_binary_fraction():
+    assert arithmetic_reward(["0.1", "19.99", "<answer>0.3</answer>"], answer=[0.1, 19.99, 0.3]) == [1.0, 1.0, 1.0]
+    assert parse_number(0.1) == Fraction(1, 10) and parse_number(19.99) == Fraction(1999, 100)
+    assert arithmetic_reward(["0.1"], answer=[0.2]) == [0.0]
+
+
+def test_numpy_gold_values_parse():
+    np = pytest.importorskip("numpy")
+    assert parse_number(np.int64(7)) == 7 and parse_number(np.int32(-3)) == -3
+    assert parse_number(np.float64(2.5)) == Fraction(5, 2)
+    assert parse_number(np.float32(0.1)) == Fraction(1, 10)   # its printed decimal, not the float32 binary value
+    assert parse_number(np.bool_(True)) is None
+    assert arithmetic_reward(["7", "x 7"], answer=np.array([7, 8])) == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("text, want", [
+    ("\u22125", -5), ("the answer is \u22125", -5), ("10 \u2212 3 = 7", 7), ("\u22122.5", Fraction(-5, 2)),
+    (".5", Fraction(1, 2)), ("it is .25", Fraction(1, 4)), ("-.5", Fraction(-1, 2)), ("1.5", Fraction(3, 2)),
+    ("done.", None),
+])
+def test_unicode_minus_and_leading_dot(text, want):
+    assert last_number(text) == want
+    assert extract_answer(f"<answer>{text}</answer>") == want
+
+
+@pytest.mark.parametrize("inner, want", [
+    (r"\frac{1}{2}", Fraction(1, 2)), (r"-\frac{3}{4}", Fraction(-3, 4)), (r"\dfrac{10}{4}", Fraction(5, 2)),
+    (r"\tfrac12", Fraction(1, 2)), (r"\frac{-3}{4}", Fraction(-3, 4)), (r"2^{10}", 1024), (r"2^3", 8),
+    (r"(-2)^{3}", -8), (r"-2^{2}", -4), (r"10^{-2}", Fraction(1, 100)), (r"1{,}234", 1234),
+    (r"1{,}234{,}567", 1234567), (r"x = \frac{1}{2}", Fraction(1, 2)), (r"\left(\frac{1}{2}\right)", None),
+    (r"12\text{ apples}", 12), (r"{5}", 5), (r"\$5", 5),
+    # no answer rather than a wrong number
+    (r"\frac{1}{0}", None), (r"\sqrt{2}", None), (r"\frac{a}{2}", None), (r"9^{99999}", None),
+    (r"9^{9^{9}}", None), (r"2^{x}", None), (r"\frac{1}{2", None), (r"\pi", None), (r"x^2", None),
+])
+def test_latex_in_boxed_and_tags(inner, want):
+    for text in (rf"so \boxed{{{inner}}}", f"<answer>{inner}</answer>"):
+        assert extract_answer(text) == want, text
+    assert latex_number(inner) == want
+
+
+def test_latex_in_prose_gives_no_answer_not_a_wrong_number():
+    assert extract_answer(r"so x = \frac{1}{2}") is None       # was 2
+    assert extract_answer(r"that is 2^{10}") is None            # was 10
+    assert extract_answer(r"about 1{,}234 people") == 1234      # was 234
+    assert arithmetic_reward([r"\boxed{\frac{1}{2}}", r"\boxed{2^{10}}"], answer=[2, 10]) == [0.0, 0.0]
+    assert arithmetic_reward([r"\boxed{\frac{1}{2}}", r"\boxed{2^{10}}"], answer=[0.5, 1024]) == [1.0, 1.0]
+
+
+def test_countdown_one_row_of_numbers_broadcasts_to_many_completions():
+    comps = ["<answer>4 * 6</answer>", "<answer>4 + 6</answer>", "<answer>(6 - 4) * 12</answer>"]
+    assert countdown_reward(comps, numbers=[4, 6, 1], target=24) == [1.0, 0.0, 0.0]
+    assert countdown_reward(comps, numbers=(4, 6, 12), target=[24, 24, 24]) == [1.0, 0.0, 1.0]
+    np = pytest.importorskip("numpy")
+    assert countdown_reward(comps, numbers=np.array([4, 6, 1]), target=24) == [1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="'numbers' has 2 entries"):
+        countdown_reward(comps, numbers=[[4, 6], [4, 6]], target=24)

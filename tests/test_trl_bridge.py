@@ -93,6 +93,8 @@ EXPECTED = {  # the papers' settings (REFERENCES.md), as TRL 1.16 fields
     "gspo_token": {"loss_type": "grpo", "importance_sampling_level": "token", "epsilon": 3e-4, "epsilon_high": 4e-4},
     "sapo": {"loss_type": "sapo", "sapo_temperature_pos": 1.0, "sapo_temperature_neg": 1.05, "beta": 0.0},
     "2-grpo": {"loss_type": "grpo", "num_generations": 2, "scale_rewards": "group", "beta": 0.0},
+    "gdpo": {"loss_type": "grpo", "multi_objective_aggregation": "normalize_then_sum", "epsilon": 0.2},
+    "gopo": {"loss_type": "grpo", "multi_objective_aggregation": "sum_then_normalize", "scale_rewards": "group"},
 }
 
 
@@ -103,7 +105,8 @@ def test_grpo_config_maps_each_variant_to_the_papers_settings(variant):
     assert isinstance(cfg, GRPOConfig)
     for field, value in EXPECTED[variant].items():
         assert getattr(cfg, field) == value, (variant, field, getattr(cfg, field), value)
-    assert cfg.scale_rewards == get_variant(variant).advantage_scale
+    scale = get_variant(variant).advantage_scale
+    assert cfg.scale_rewards == {"decoupled": "group", "rank": "group"}.get(scale, scale)
     assert cfg.report_to in ("none", [], ["none"])
 
 
@@ -144,7 +147,7 @@ def test_registry_trl_entries_agree_with_the_pieces():
                 continue  # bnpo (micro-batch tokens) and dapo (generation-batch tokens) share our token_mean
             if field in derived:
                 assert derived[field] == value, (name, field, derived[field], value)
-        assert trl_supports(name) == (name != "gspo_token")
+        assert trl_supports(name) == (name not in ("gspo_token", "gopo"))
 
 
 def test_variant_for_config_reads_trl_configs_back():
@@ -309,7 +312,7 @@ def test_two_step_cpu_training_run(variant, tiny):
     dyn = variant == "dapo"  # the paper's dynamic sampling on one of them
     t = make_trainer(variant, model=tiny["path"], args=cfg, reward_funcs=[text_reward if dyn else varied_reward],
                      train_dataset=tiny["ds"], processing_class=tiny["tok"], dynamic_sampling=dyn)
-    assert isinstance(t, GRPOLessonsTrainer) == (variant == "gspo_token" or dyn)
+    assert isinstance(t, GRPOLessonsTrainer) == (variant in ("gspo_token", "gopo") or dyn)
     before = {n: p.detach().clone() for n, p in t.model.named_parameters()}
     t.train()
     logs = [h for h in t.state.log_history if "loss" in h]

@@ -9,7 +9,7 @@ code (``ast`` + a whitelist, see :mod:`grpo_lessons.rewards.safe_math`).  Introd
 ``notebooks/05_grpo_end_to_end.ipynb``.
 """
 
-from .extract import answer_tag, boxed, completion_text, extract_answer, last_number, parse_number
+from .extract import answer_tag, boxed, completion_text, extract_answer, last_number, latex_number, parse_number
 from .functions import (
     arithmetic_reward,
     check_rewards,
@@ -34,6 +34,7 @@ __all__ = [
     "boxed",
     "last_number",
     "parse_number",
+    "latex_number",
     "countdown_expression",
     "safe_arith",
     "ArithResult",

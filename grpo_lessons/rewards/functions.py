@@ -37,7 +37,10 @@ def _texts(completions) -> list[str]:
 
 
 def _column(values, n: int, name: str) -> list:
-    """One value per completion; a scalar is repeated (handy in notebooks), a list must have length n."""
+    """One value per completion; a scalar is repeated (handy in notebooks), a list (or a 1-D numpy array /
+    tensor) must have length n."""
+    if hasattr(values, "tolist") and not isinstance(values, (str, bytes)):
+        values = values.tolist()
     if isinstance(values, (list, tuple)):
         if len(values) != n:
             raise ValueError(f"column {name!r} has {len(values)} entries but there are {n} completions")
@@ -119,12 +122,18 @@ def countdown_reward(completions, numbers, target, *, use_all_numbers: bool = Fa
     given; all of them if ``use_all_numbers``) and equals ``target``; else ``valid_expression_score``
     for a well-formed expression over allowed numbers, else 0.0.
 
+    ``numbers`` is one list per completion, or one flat list (``[3, 5, 2]``) shared by all of them;
+    ``target`` one value per completion or a single value.
+
     The expression is parsed by :func:`grpo_lessons.rewards.safe_math.safe_arith` -- never evaluated by Python.
     """
     texts = _texts(completions)
+    if hasattr(numbers, "tolist"):  # a numpy array / tensor of one row or of rows
+        numbers = numbers.tolist()
     if isinstance(numbers, (list, tuple)) and numbers and not isinstance(numbers[0], (list, tuple)):
-        numbers = [numbers]  # one row's numbers, broadcast
-    nums = _column(numbers, len(texts), "numbers")
+        nums = [list(numbers)] * len(texts)  # one row's numbers, broadcast to every completion
+    else:
+        nums = _column(numbers, len(texts), "numbers")
     targets = _column(target, len(texts), "target")
     out = []
     for text, given, tgt in zip(texts, nums, targets):
