@@ -23,6 +23,9 @@ of DPO's gradient with a *constant* weight where DPO has ``beta * sigmoid(-beta 
 ``policy_loss(..., variant="2-grpo")`` with ``group_advantages(rewards, 2)`` in value and gradient.
 :func:`chapter_pair_loss` is the chapter's ``-log sigmoid(beta * (...))`` approximation, for comparison.
 :func:`two_grpo_budget` is the paper's budget arithmetic (same rollouts per batch, 8x the prompts).
+DPO itself -- ``pi_ref`` in the place of ``pi_old``, temperature beta_DPO -- is :func:`grpo_lessons.dpo.dpo_loss`
+(re-exported here), checked against TRL's ``DPOTrainer``; :func:`grpo_lessons.dpo.diverse_dpo_pairs` builds its
+pairs from GRPO groups.
 """
 
 from __future__ import annotations
@@ -34,10 +37,11 @@ import torch
 import torch.nn.functional as F
 
 from ._checks import as_float_tensor, check_2d, check_finite, check_mask, check_same_shape
+from .dpo import diverse_dpo_pairs, dpo_loss
 
 __all__ = [
     "PairwiseLoss", "pair_advantage", "split_pairs", "pairwise_grpo_loss", "chapter_pair_loss",
-    "two_grpo_budget", "informative_pair_probability",
+    "two_grpo_budget", "informative_pair_probability", "dpo_loss", "diverse_dpo_pairs",
 ]
 
 

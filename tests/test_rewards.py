@@ -30,6 +30,7 @@ from grpo_lessons.rewards import (
     last_number,
     latex_number,
     parse_number,
+    reward_matrix,
     safe_arith,
     uses_only,
 )
@@ -488,3 +489,32 @@ def test_countdown_one_row_of_numbers_broadcasts_to_many_completions():
     assert countdown_reward(comps, numbers=np.array([4, 6, 1]), target=24) == [1.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="'numbers' has 2 entries"):
         countdown_reward(comps, numbers=[[4, 6], [4, 6]], target=24)
+
+
+def test_reward_matrix_nan_for_none_and_unscorable_rows():
+    import torch
+
+    from grpo_lessons import variant_advantages
+
+    def picky(completions, **kw):
+        return [None if "?" in c else 1.0 for c in completions]
+
+    def length(completions, **kw):
+        return [None if "?" in c else float(len(c)) for c in completions]
+
+    comps = ["5", "?", "<answer>5</answer>", "6"]
+
+    R = reward_matrix([arithmetic_reward, picky, length], comps, answer=[5] * 4)
+    assert R.shape == (4, 3) and R.dtype == torch.float32
+    assert R[:, 0].tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert math.isnan(R[1, 1]) and math.isnan(R[1, 2]) and R[2, 2] == len("<answer>5</answer>")
+    # the "?" row is scored by arithmetic_reward (0.0): not unscorable; drop that function and it is
+    R2 = reward_matrix([picky, length], comps)
+    assert torch.isnan(R2).all(dim=1).tolist() == [False, True, False, False]
+    adv = variant_advantages(R2, 4, "grpo", allow_unscored=True)
+    assert adv[1] == 0.0
+    assert reward_matrix(picky, ["a", "b"]).shape == (2, 1)
+    with pytest.raises(ValueError, match="returned 1 rewards for 2"):
+        reward_matrix([lambda completions, **kw: [1.0]], ["a", "b"])
+    with pytest.raises(ValueError, match="at least one"):
+        reward_matrix([], ["a"])

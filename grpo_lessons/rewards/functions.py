@@ -25,6 +25,7 @@ __all__ = [
     "countdown_expression",
     "combine",
     "check_rewards",
+    "reward_matrix",
 ]
 
 
@@ -202,3 +203,24 @@ def combine(reward_funcs: Sequence[Callable], weights: Sequence[float] | None = 
         (f"{w:g}*" if w != 1 else "") + getattr(f, "__name__", "reward") for f, w in zip(funcs, ws))
     combined.__doc__ = f"Weighted sum of {[getattr(f, '__name__', repr(f)) for f in funcs]} with weights {ws}."
     return combined
+
+
+def reward_matrix(reward_funcs: Sequence[Callable] | Callable, completions, *, dtype=None, **columns):
+    """Score ``completions`` with every reward function: an ``(N, K)`` float tensor, NaN where a function returned ``None``.
+
+    This is TRL's ``rewards_per_func`` (``GRPOTrainer._calculate_rewards``): column ``k`` holds
+    ``reward_funcs[k](completions, **columns)``, each output checked by :func:`check_rewards` (length ``N``,
+    finite numbers or ``None``).  A row that is NaN in every column is an *unscorable* completion; pass the
+    matrix to :func:`grpo_lessons.variant_advantages` (``allow_unscored=True``), :func:`grpo_lessons.decoupled_advantages`
+    (GDPO) or :func:`grpo_lessons.advantages.combine_rewards` to use it.  ``dtype`` defaults to float32 (TRL's).
+    Raises ``ValueError`` for an empty list of functions or a bad output.
+    """
+    import torch
+
+    funcs = [reward_funcs] if callable(reward_funcs) else list(reward_funcs)
+    if not funcs:
+        raise ValueError("reward_matrix() needs at least one reward function")
+    n = len(_texts(completions))
+    cols = [check_rewards(f(completions, **columns), n, getattr(f, "__name__", repr(f))) for f in funcs]
+    out = torch.tensor(cols, dtype=dtype or torch.float32).reshape(len(funcs), n)  # (K, N)
+    return out.T.contiguous()  # (N, K)
