@@ -126,11 +126,12 @@ def answer_extractor(task: str | Any) -> Callable[[str], Any]:
     raise ValueError(f"no answer extractor for task {name!r}; known: arithmetic, countdown, gsm8k")
 
 
-def answer_entropy(texts: Sequence[str], extractor: Callable[[str], Any] | str = "arithmetic", *,
+def answer_entropy(texts: Sequence[str], extractor: Callable[[str], Any] | str | Any = "arithmetic", *,
                    no_answer: Literal["category", "drop", "distinct"] = "category", base: float = math.e) -> float:
     """Shannon entropy ``H = -sum_a p(a) log p(a)`` of the final answers of a group (nats by default).
 
-    ``extractor``: a function ``text -> answer or None`` or a task name (:func:`answer_extractor`).
+    ``extractor``: a function ``text -> answer or None``, a task name or a :class:`grpo_lessons.data.Task`
+    (:func:`answer_extractor`).
     0 = every completion gives the same answer; ``log G`` = all different.  Completions without an answer
     (``None``):
 
@@ -144,7 +145,7 @@ def answer_entropy(texts: Sequence[str], extractor: Callable[[str], Any] | str =
         raise ValueError(f"unknown no_answer {no_answer!r}; known: category, distinct, drop")
     if not base > 1:
         raise ValueError(f"base must be > 1, got {base}")
-    fn = answer_extractor(extractor) if isinstance(extractor, str) else extractor
+    fn = extractor if callable(extractor) else answer_extractor(extractor)  # a function, a task name or a Task
     items = _texts(texts)
     if not items:
         raise ValueError("answer_entropy needs at least one completion")

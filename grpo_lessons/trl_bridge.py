@@ -9,8 +9,11 @@ Two pieces:
   ``mask_truncated_completions``, SAPO temperatures, ``num_generations`` for 2-GRPO) and a
   precision that suits the machine (bf16 on a GPU that has it, fp32 on CPU).
 * :class:`GRPOLessonsTrainer` — a ``trl.GRPOTrainer`` whose loss is :func:`grpo_lessons.policy_loss`
-  for any registry variant, including those TRL lacks (``gspo_token`` now), and which can do DAPO's
-  dynamic sampling (drop groups with equal rewards, refill from the dataset).  It overrides only
+  for any registry variant, including those TRL lacks (``gspo_token``, ``gopo``), and which can do DAPO's
+  dynamic sampling (drop groups with equal rewards, refill from the dataset).  Where a variant's
+  advantages are not TRL's (GOPO's ranks; GDPO when ``multi_objective_aggregation`` is not
+  ``"normalize_then_sum"``) it replaces TRL's advantages by :func:`grpo_lessons.variant_advantages` of the
+  scored rewards (unscorable completions get 0, as in TRL).  It overrides only
   ``_compute_loss`` (the per-token log-probs still come from TRL's own
   ``_get_per_token_logps_and_entropies``) and, for dynamic sampling, wraps
   ``_generate_and_score_completions``.  ``tests/test_trl_bridge.py`` checks that for every variant

@@ -101,6 +101,12 @@ def test_answer_entropy_countdown_uses_structures():
     texts = ["<answer>(3 + 5) * 2</answer>", "<answer>2 * (5 + 3)</answer>", "<answer>3 * 5 + 2</answer>", "nothing"]
     h = -(2 / 4 * math.log(2 / 4) + 2 * (1 / 4 * math.log(1 / 4)))
     assert answer_entropy(texts, "countdown") == pytest.approx(h)
+    from grpo_lessons.data import get_task
+
+    assert answer_entropy(texts, get_task("countdown")) == pytest.approx(h)
+    assert answer_entropy(["1", "2"], get_task("arithmetic")) == pytest.approx(math.log(2))
+    with pytest.raises(ValueError, match="no answer extractor"):
+        answer_entropy(["1"], "poetry")
 
 
 # ------------------------------------------------------------------------------------------- structures

@@ -36,8 +36,8 @@ from grpo_lessons.rewards import (
 )
 
 FUZZ = {"text": 400, "arith_chars": 400, "trees": 300, "injection": 300, "nesting": 150, "huge": 100,
-        "unicode": 250, "chat": 100}
-FUZZ_CASES = sum(FUZZ.values())  # 2000
+        "unicode": 250, "chat": 100, "latex_values": 300, "latex_soup": 300}
+FUZZ_CASES = sum(FUZZ.values())  # 2600
 
 INJECTIONS = [
     "__import__('os').system('echo pwned')",
@@ -422,7 +422,7 @@ def test_fuzz_malformed_chat_messages(comps):
 
 
 def test_fuzz_case_count():
-    assert FUZZ_CASES == 2000
+    assert FUZZ_CASES == 2600
     # every fuzz test declares its max_examples explicitly
     src = inspect.getsource(inspect.getmodule(test_fuzz_case_count))
     assert src.count("\n@settings(max_examples=FUZZ[") == len(FUZZ)
@@ -518,3 +518,32 @@ def test_reward_matrix_nan_for_none_and_unscorable_rows():
         reward_matrix([lambda completions, **kw: [1.0]], ["a", "b"])
     with pytest.raises(ValueError, match="at least one"):
         reward_matrix([], ["a"])
+
+
+@settings(max_examples=FUZZ["latex_values"])
+@given(st.integers(-999, 999), st.integers(1, 999), st.integers(0, 12), st.integers(1, 9),
+       st.sampled_from(["frac", "dfrac", "tfrac"]))
+def test_fuzz_latex_values_are_exact(p, q, e, base, cmd):
+    """A LaTeX fraction or power inside a box or tag reads as its exact value, never as one of its parts."""
+    sign = "-" if p < 0 else ""
+    frac = rf"{sign}\{cmd}{{{abs(p)}}}{{{q}}}"
+    for wrap in (r"\boxed{{{}}}", "<answer>{}</answer>", "so the answer is <answer> x = {} </answer>"):
+        assert extract_answer(wrap.format(frac)) == Fraction(p, q)
+    assert extract_answer(rf"\boxed{{{base}^{{{e}}}}}") == Fraction(base) ** e
+    head = abs(p) or 1
+    assert extract_answer(rf"\boxed{{{head}{{,}}{q:03d}}}") == head * 1000 + q  # 12{,}045 is 12045
+
+
+_LATEX_ALPHABET = list("0123456789-+.,{}^_ /") + ["\\frac", "\\dfrac", "\\sqrt", "\\left(", "\\right)",
+                                                   "\\text{ m}", "{,}", "\\cdot", "x", "\\pi", "%", "$"]
+
+
+@settings(max_examples=FUZZ["latex_soup"])
+@given(st.lists(st.sampled_from(_LATEX_ALPHABET), max_size=30).map("".join))
+def test_fuzz_latex_soup_never_raises_and_is_consistent(s):
+    for text in (rf"\boxed{{{s}}}", f"<answer>{s}</answer>", s):
+        v = extract_answer(text)
+        assert v is None or isinstance(v, Fraction)
+    v = latex_number(s)
+    assert v is None or isinstance(v, Fraction)
+    _assert_well_formed(_all_rewards([rf"\boxed{{{s}}}", f"<answer>{s}</answer>"]), 2)
