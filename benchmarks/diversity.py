@@ -246,8 +246,8 @@ def group_metrics(texts, rewards) -> dict:
     return {
         "distinct_1": per_group(lambda g: dv.distinct_n(g, 1)),
         "distinct_2": per_group(lambda g: dv.distinct_n(g, 2)),
-        "edit_diversity": per_group(dv.edit_diversity),
-        "answer_entropy": per_group(dv.answer_entropy) if hasattr(dv, "answer_entropy") else None,
+        "edit_diversity": per_group(dv.pairwise_edit_diversity),
+        "answer_entropy": per_group(lambda g: dv.answer_entropy(g, "arithmetic")),
         "distinct_answers": sum(len(set(a)) for a in answers) / len(answers),
         "unique_texts": sum(len(set(g)) for g in texts) / len(texts),
         "pass@1": sum(dv.pass_at_k(K, int(sum(r)), 1) for r in rewards) / len(rewards),
@@ -273,24 +273,35 @@ def metrics_phase(samples: dict, out: Path) -> dict:
     bon = {name: best_of_n_curves(m["texts"], m["rewards"], m.get("mean_logp"), ns, trials=cfg.get("bon_trials", 100))
            for name, m in samples["methods"].items() if name in ("base", "grpo")}
 
-    # rejection sampling: keep the top-k rewarded completions of each pool prompt (only rewarded ones)
+    # rejection sampling: keep the top-k rewarded completions of each pool prompt (only right ones)
     pool = samples["pool"]
-    rs = dv.rejection_sample(pool["texts"], pool["rewards"], top_k=cfg["rs_top_k"])
-    rs_summary = _rs_summary(rs, pool)
+    rs_summary = {}
+    for label, thr in (("right only", 1.0), ("top-k, no threshold", None)):
+        kept = dv.rejection_sample(pool["texts"], pool["rewards"], cfg["rs_top_k"], min_reward=thr)
+        flat = [t for g in kept for t in g]
+        right = [r for g, rs, ts in zip(kept, pool["rewards"], pool["texts"]) for t in g for r in [rs[ts.index(t)]]]
+        rs_summary[label] = {"set_size": len(flat), "prompts": len(kept), "prompts_covered": sum(1 for g in kept if g),
+                             "accuracy": sum(right) / len(right) if right else None,
+                             "unique_texts": len(set(flat)),
+                             "duplicate_share": 1 - sum(len(set(g)) for g in kept) / len(flat) if flat else None}
+    rs_summary["pool_pass@1"] = sum(sum(r) for r in pool["rewards"]) / sum(len(r) for r in pool["rewards"])
 
-    # DPO pairs that differ in approach, from the pool's groups
-    pairs = dv.diverse_pairs(pool["texts"], pool["rewards"])
-    pair_summary = {"pairs": len(pairs), "groups": len(pool["texts"]),
-                    "groups_with_a_pair": len({p[0] if isinstance(p, tuple) else getattr(p, "group", None)
-                                                for p in pairs})}
+    # DPO pairs that differ in approach, from the pool's groups (when the package has the pair builder)
+    pair_summary = None
+    builder = getattr(dv, "diverse_pairs", None)
+    if builder is None:
+        try:
+            from grpo_lessons import dpo as _dpo
+            builder = getattr(_dpo, "diverse_pairs", None)
+        except ImportError:
+            builder = None
+    if builder is not None:
+        pairs = builder(pool["texts"], pool["rewards"])
+        pair_summary = {"pairs": len(pairs), "groups": len(pool["texts"])}
     result = {"table": table, "best_of_n": bon, "rejection_sampling": rs_summary, "dpo_pairs": pair_summary,
               "machine": samples["machine"], "config": cfg, "model": samples["model"], "timing_s": samples["timing_s"]}
     _write_outputs(result, out)
     return result
-
-
-def _rs_summary(rs, pool) -> dict:
-    return {"result": rs if isinstance(rs, dict) else str(rs)}
 
 
 def _write_outputs(result: dict, out: Path) -> None:
@@ -304,6 +315,53 @@ def _write_outputs(result: dict, out: Path) -> None:
         for r in result["table"]:
             w.writerow({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()})
     (out / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    import matplotlib
+    matplotlib.use("Agg")
+    from grpo_lessons.viz import rewards as viz
+
+    fig = viz.plot_diversity_table(result["table"], keys=("distinct_1", "distinct_2", "edit_diversity",
+                                                          "answer_entropy", "pass@1", "pass@8"))
+    fig.savefig(out / "diversity.png", dpi=110)
+    fig = viz.plot_best_of_n(result["best_of_n"], title=f"{result['model']}, arithmetic, best-of-N against N")
+    fig.savefig(out / "best_of_n.png", dpi=110)
+    (out / "RESULT.md").write_text(markdown(result))
+
+
+def _f(x, spec=".3f"):
+    return "-" if x is None else format(x, spec)
+
+
+def markdown(result: dict) -> str:
+    m, c = result["machine"], result["config"]
+    cols = ["distinct_1", "distinct_2", "edit_diversity", "answer_entropy", "distinct_answers", "pass@1", "pass@8",
+            "final_kl", "train_minutes"]
+    lines = ["# Diversity benchmark (`benchmarks/diversity.py`)", "",
+             f"Model {result['model']} (full precision, CPU), arithmetic task. Each method: {c['k']} samples at "
+             f"T = {c['temperature']} for each of {c['prompts']} held-out prompts (max {c['max_new_tokens']} new tokens). "
+             f"Training runs: {c['steps']} GRPO steps of {c['prompts_per_step']} prompts x G = {c['group_size']}, "
+             f"lr {c['lr']}, seed {c['seed']}, the package's trainer. Diversity metrics are per prompt (over its "
+             f"{c['k']} samples), averaged over prompts; pass@k is the unbiased estimator from the {c['k']} samples.", "",
+             "| method | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for r in result["table"]:
+        lines.append(f"| {r['label']} | " + " | ".join(_f(r.get(k), ".2f" if k == "train_minutes" else ".3f")
+                                                       for k in cols) + " |")
+    lines += ["", "Best-of-N accuracy (verifier = pass@N; model confidence = mean token log-prob; majority vote "
+              "over final answers), averaged over random subsets of the samples:", ""]
+    for name, cur in result["best_of_n"].items():
+        lines.append(f"- {name}: N = {cur['n']}; verifier {[round(x, 3) for x in cur['verifier']]}; "
+                     f"pass@k {[round(x, 3) for x in cur['pass_at_k']]}; confidence "
+                     f"{[None if x is None else round(x, 3) for x in cur['confidence']]}; majority "
+                     f"{[round(x, 3) for x in cur['majority']]}")
+    lines += ["", f"Rejection sampling (top-{c['rs_top_k']} per prompt, {c['pool_prompts']} training prompts x {c['k']} "
+              f"samples from the base model): {json.dumps(result['rejection_sampling'])}", "",
+              f"DPO pairs that differ in approach, from the same groups: {json.dumps(result['dpo_pairs'])}", "",
+              f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, no GPU, {m['torch_threads']} torch thread(s), "
+              f"torch {m['torch']}; started {m['date']}; load average at start {m['load_average_at_start']}, at end "
+              f"{m.get('load_average_at_end')}. The CPU was shared with other engineers' tests and benchmarks, so "
+              f"the minutes are inflated. Timing (s): {json.dumps(result['timing_s'])}.", "",
+              "Files: `samples.json` (every sampled completion and reward), `table.csv`, `result.json`, "
+              "`diversity.png`, `best_of_n.png`.", ""]
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------
