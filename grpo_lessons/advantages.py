@@ -33,10 +33,10 @@ __all__ = [
     "combine_rewards", "variant_advantages", "TIES",
 ]
 
-Scale = Literal["group", "none", "batch", "decoupled", "rank"]
-#: Advantage pieces of the registry: the three z-score scales of GRPO-like methods, GDPO's
-#: per-reward ("decoupled") normalisation and GOPO's ranks.
-SCALES: tuple[str, ...] = ("group", "none", "batch", "decoupled", "rank")
+Scale = Literal["group", "none", "batch", "batch_centered", "decoupled", "rank"]
+#: Advantage pieces of the registry: the z-score scales of GRPO-like methods (ScaleRL's batch_centered
+#: among them), GDPO's per-reward ("decoupled") normalisation and GOPO's ranks.
+SCALES: tuple[str, ...] = ("group", "none", "batch", "batch_centered", "decoupled", "rank")
 TIES: tuple[str, ...] = ("average", "first")
 
 
@@ -99,8 +99,15 @@ def group_advantages(
       ``A_i = (r_i - mean_g) / (std_g + eps)``.  TRL ``scale_rewards="group"``; veRL ``grpo``.
     * ``scale="none"`` — Dr. GRPO (Liu et al. 2025, arXiv 2503.20783): ``A_i = r_i - mean_g``.
       TRL ``scale_rewards="none"``; veRL ``norm_adv_by_std_in_grpo=False``.
-    * ``scale="batch"`` — ScaleRL (Khatri et al. 2025, arXiv 2510.13786): group mean, batch std,
-      ``A_i = (r_i - mean_g) / (std_batch + eps)``.  TRL ``scale_rewards="batch"``.
+    * ``scale="batch"`` — TRL ``scale_rewards="batch"``: group mean, then the std of the **raw**
+      rewards over the batch, ``A_i = (r_i - mean_g) / (std(r) + eps)``.
+    * ``scale="batch_centered"`` — ScaleRL's batch-level advantage normalisation (Khatri et al. 2025,
+      arXiv 2510.13786, Sec. 3.2): group mean, then the std of the **centred** advantages over the
+      batch, ``A_i = (r_i - mean_g) / (std({r_j - mean_g(j)}) + eps)``.  The two differ whenever
+      group means differ: rewards ``[1,0,0,0 | 1,1,1,1 | 0,1,1,0]`` give ``A_0 = 1.45623`` under
+      ``"batch"`` (std 0.514929) and ``1.87988`` under ``"batch_centered"`` (std 0.398862).
+      TRL has no setting for it; :class:`grpo_lessons.trl_bridge.GRPOLessonsTrainer` rescales
+      TRL's ``scale_rewards="none"`` advantages.
     * ``scale="decoupled"`` — GDPO with one reward: :func:`decoupled_advantages` on ``(N, 1)``.
     * ``scale="rank"`` — GOPO: :func:`rank_advantages` (average ranks for ties).
 
@@ -132,7 +139,7 @@ def group_advantages(
         return decoupled_advantages(r.unsqueeze(1), group_size, eps=eps)
     if scale == "group" and group_size < 2:
         raise ValueError("scale='group' needs group_size >= 2: the std of a single reward is undefined")
-    if scale == "batch" and n < 2:
+    if scale in ("batch", "batch_centered") and n < 2:
         raise ValueError("scale='batch' needs at least 2 rewards in the batch for a std")
 
     g = r.view(-1, group_size)  # (num_prompts, G)
@@ -144,6 +151,8 @@ def group_advantages(
         adv = centred / (_nanstd(g, dim=1, unbiased=unbiased_std) + eps)
     elif scale == "batch":
         adv = centred / (_nanstd(r, dim=None, unbiased=unbiased_std) + eps)
+    elif scale == "batch_centered":
+        adv = centred / (_nanstd(centred.reshape(-1), dim=None, unbiased=unbiased_std) + eps)
     else:
         adv = centred
     adv = adv.reshape(-1)  # (N,)
@@ -345,3 +354,4 @@ def zero_gradient_probability(p: float, group_size: int) -> float:
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     return p**group_size + (1.0 - p) ** group_size
+

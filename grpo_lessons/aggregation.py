@@ -1,6 +1,7 @@
 """Loss aggregation: the ONE place that decides what a per-token loss is divided by.
 
-Introduced in ``notebooks/03_clipped_surrogate_and_kl.ipynb`` and ``notebooks/06_dr_grpo.ipynb``.
+Introduced in ``notebooks/03_clipped_surrogate_and_kl.ipynb`` and ``notebooks/06_dr_grpo.ipynb``;
+``prompt_mean`` (ScaleRL) in ``notebooks/14_cispo_scalerl.ipynb``.
 
 The choice is where GRPO, BNPO, Dr. GRPO and DAPO really differ: it sets how much each token of
 a long or short completion weighs in the gradient.
@@ -8,11 +9,36 @@ a long or short completion weighs in the gradient.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
-__all__ = ["aggregate", "AGGREGATIONS", "token_weights"]
+__all__ = ["aggregate", "AGGREGATIONS", "token_weights", "prompt_weights"]
 
-AGGREGATIONS: tuple[str, ...] = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm")
+AGGREGATIONS: tuple[str, ...] = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "prompt_mean")
+
+
+def prompt_weights(mask: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Per-row weights ``(B,)`` of ``prompt_mean``: ``1 / (P * n_g)`` for a row of prompt ``g``.
+
+    ``mask`` ``(B, T)`` holds ``P = B / group_size`` contiguous groups; ``n_g`` is the number of
+    completion tokens of group ``g`` (floored at 1).  ``prompt_mean(l) = sum_i w_i sum_t l_{i,t} m_{i,t}``,
+    so a batch cut into shuffled micro-batches (as TRL does) keeps its prompt-level normaliser when
+    each micro-batch is aggregated with these weights (``aggregate(..., prompt_weights=w[rows])``).
+    """
+    B = mask.shape[0]
+    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
+        raise ValueError(f"prompt_mean needs group_size, a positive integer; got {group_size!r}")
+    if B % group_size != 0:
+        raise ValueError(f"prompt_mean: {B} rows cannot be split into groups of group_size={group_size} "
+                         "(the G completions of a prompt must be contiguous rows)")
+    m = mask.to(torch.float64) if not torch.is_floating_point(mask) else mask
+    tokens = m.sum(-1).view(-1, group_size).sum(-1, keepdim=True).clamp(min=1.0)  # (P, 1)
+    P = B // group_size
+    return (1.0 / (P * tokens)).expand(P, group_size).reshape(B)  # (B,)
+
+
+_prompt_weights_of = prompt_weights  # aggregate() has an argument of the same name
 
 
 def aggregate(
@@ -22,6 +48,8 @@ def aggregate(
     *,
     max_completion_length: int | None = None,
     num_items_in_batch: float | torch.Tensor | None = None,
+    group_size: int | None = None,
+    prompt_weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reduce a ``(B, T)`` per-token loss to a scalar.
 
@@ -31,10 +59,19 @@ def aggregate(
     * ``token_mean`` (BNPO, DAPO): ``sum_{i,t} l_{i,t} / sum_i |o_i|``.  TRL ``bnpo`` (this
       micro-batch's tokens) and ``dapo`` (pass ``num_items_in_batch``, the token count of the
       whole generation batch, to reproduce TRL under gradient accumulation); veRL ``token-mean``.
-      An all-zero row contributes nothing.
+      An all-zero row contributes nothing.  A given ``num_items_in_batch`` is used as it is (it must be
+      > 0): TRL clamps the token count to >= 1 *before* rescaling it to one accumulation window, and a
+      second clamp here would change the loss of a batch with very few loss tokens.
     * ``seq_mean_token_sum_norm`` (Dr. GRPO): ``sum_{i,t} l_{i,t} / (B * L)`` with ``L`` the
-      constant ``max_completion_length`` (default: ``T``).  TRL ``dr_grpo``; veRL
-      ``seq-mean-token-sum-norm``.
+      constant ``max_completion_length``.  TRL ``dr_grpo``; veRL ``seq-mean-token-sum-norm``.  Pass it:
+      without it ``L`` is the padded width ``T`` of this batch, so the same completions give different
+      losses at different paddings (a ``UserWarning`` says so).
+    * ``prompt_mean`` (ScaleRL, Khatri et al. 2025, arXiv 2510.13786, "prompt-level" loss
+      aggregation): the token mean within each prompt's group of ``group_size`` contiguous rows,
+      then the mean over prompts: ``(1/P) sum_g (1 / sum_{i in g} |o_i|) sum_{i in g, t} l_{i,t}``.
+      Needs ``group_size``; a group without completion tokens contributes 0 but counts in ``P``.
+      ``prompt_weights`` ``(B,)`` (from :func:`prompt_weights` of the whole batch) replace the
+      normaliser for a micro-batch of it.  Neither TRL nor veRL has it.
     """
     m = mask.to(per_token_loss.dtype)
     if per_token_loss.shape != m.shape:
@@ -42,22 +79,45 @@ def aggregate(
     if mode == "seq_mean_token_mean":
         return ((per_token_loss * m).sum(-1) / m.sum(-1).clamp(min=1.0)).mean()
     if mode == "token_mean":
-        denom = m.sum() if num_items_in_batch is None else torch.as_tensor(num_items_in_batch, dtype=m.dtype)
-        return (per_token_loss * m).sum() / denom.clamp(min=1.0)
+        if num_items_in_batch is None:
+            return (per_token_loss * m).sum() / m.sum().clamp(min=1.0)
+        denom = torch.as_tensor(num_items_in_batch, dtype=m.dtype, device=m.device)
+        if not bool(denom > 0):
+            raise ValueError(f"num_items_in_batch must be > 0, got {float(denom)}")
+        return (per_token_loss * m).sum() / denom
     if mode == "seq_mean_token_sum_norm":
+        if max_completion_length is None:
+            warnings.warn(
+                f"Dr. GRPO aggregation without max_completion_length: dividing by this batch's padded width "
+                f"T = {m.shape[-1]}, so the same completions give a different loss at another padding. Pass the "
+                "generation budget (TRL: max_completion_length).", UserWarning, stacklevel=2)
         length = m.shape[-1] if max_completion_length is None else max_completion_length
         if length <= 0:
             raise ValueError(f"max_completion_length must be positive, got {length}")
         return (per_token_loss * m).sum() / (m.shape[0] * length)
+    if mode == "prompt_mean":
+        if prompt_weights is None:
+            if group_size is None:
+                raise ValueError("aggregation 'prompt_mean' (ScaleRL) needs group_size=G: the G completions "
+                                 "of each prompt are contiguous rows of the batch")
+            prompt_weights = _prompt_weights_of(m, group_size)
+        w = torch.as_tensor(prompt_weights, dtype=m.dtype, device=m.device)
+        if w.shape != (m.shape[0],):
+            raise ValueError(f"prompt_weights must be (B,) = ({m.shape[0]},), got {tuple(w.shape)}")
+        return ((per_token_loss * m).sum(-1) * w).sum()
     raise ValueError(f"unknown aggregation {mode!r}; known: {', '.join(AGGREGATIONS)}")
 
 
-def token_weights(mask: torch.Tensor, mode: str, *, max_completion_length: int | None = None) -> torch.Tensor:
+def token_weights(mask: torch.Tensor, mode: str, *, max_completion_length: int | None = None,
+                  group_size: int | None = None) -> torch.Tensor:
     """The weight each token's loss gets in the scalar, ``(B, T)``: d aggregate / d l_{i,t}.
 
     Used by the length-bias plots: under ``seq_mean_token_mean`` a token of a 10-token answer
     weighs ten times a token of a 100-token answer; under the other two all tokens weigh the same.
     """
     probe = torch.zeros_like(mask, dtype=torch.float64, requires_grad=True)
-    aggregate(probe, mask.to(torch.float64), mode, max_completion_length=max_completion_length).backward()
+    if max_completion_length is None and mode == "seq_mean_token_sum_norm":
+        max_completion_length = mask.shape[-1]  # a picture of one batch: its width is the budget
+    aggregate(probe, mask.to(torch.float64), mode, max_completion_length=max_completion_length,
+              group_size=group_size).backward()
     return probe.grad.to(torch.float32)

@@ -3,6 +3,7 @@
     grpo-lessons train                                   # SmolLM2-135M-Instruct on arithmetic, offline, CPU
     grpo-lessons train --model tiny-qwen2 --steps 2      # a seconds-long smoke run
     grpo-lessons train --variant dapo --lora --lr 2e-4 --out runs/dapo
+    grpo-lessons train --precision bf16-mixed --sampler-dtype bfloat16   # the fast CPU settings
     grpo-lessons variants                                # the registry: name, paper, TRL settings
 
 ``train`` writes ``<out>/metrics.csv`` (one row per step), ``<out>/curves.png`` (reward and held-out
@@ -39,9 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--model", default=d.model,
                    help="smollm2 (offline SmolLM2-135M-Instruct), tiny-qwen2, tiny-qwen3, a hub name or a local path")
     t.add_argument("--task", default=d.task, help="arithmetic or countdown")
-    t.add_argument("--variant", default=d.variant, help="grpo, bnpo, dr_grpo, dapo, gspo, gspo_token, sapo, 2-grpo")
+    t.add_argument("--variant", default=d.variant, help="a registered variant (grpo-lessons variants lists them)")
     t.add_argument("--steps", type=int, default=d.steps)
-    t.add_argument("--prompts-per-step", type=int, default=d.prompts_per_step)
+    t.add_argument("--prompts-per-step", type=int, default=None,
+                   help="prompts (groups) per step (default: 8; 2-grpo: 32, the same completions per step as G = 8)")
     t.add_argument("--group-size", "-G", type=int, default=None,
                    help="completions per prompt (default: 8; 2-grpo: 2, the G that defines it)")
     t.add_argument("--lr", type=float, default=d.lr)
@@ -70,6 +72,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DAPO soft overlong penalty over the last N tokens before --max-new-tokens (default: off)")
     t.add_argument("--reward-weights", type=float, nargs="+", default=None,
                    help="one weight per reward function of the task")
+    t.add_argument("--max-minutes", type=float, default=None,
+                   help="stop after this much training time in this invocation (a --resume gets a new budget)")
+    t.add_argument("--precision", default=d.precision, choices=["fp32", "bf16-mixed"],
+                   help="bf16-mixed: bf16 autocast forward/backward, fp32 weights and loss")
+    t.add_argument("--sampler-dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="sample with a copy of the weights in this dtype, resynced after every update "
+                        "(default: the trained model samples; no train/inference gap)")
+    t.add_argument("--optimizer", default=d.optimizer, choices=["adamw-fused", "adamw-foreach", "adamw"])
+    t.add_argument("--rollout-correction", default=None,
+                   help="correct the sampler/trainer gap in the loss (see policy_loss; default: none)")
+    t.add_argument("--rollout-clip-max", type=float, default=d.rollout_clip_max)
+    t.add_argument("--rollout-clip-min", type=float, default=None)
+    t.add_argument("--off-policy-mask-threshold", type=float, default=None)
+    # entropy bonus, ScaleRL's retirement of solved prompts, DPPO top-K (TrainConfig fields of the same names)
+    t.add_argument("--entropy-bonus", type=float, default=d.entropy_bonus,
+                   help="alpha of the entropy bonus (0: off); --entropy-in says where it enters")
+    t.add_argument("--entropy-in", choices=("reward", "loss"), default=d.entropy_in,
+                   help="reward: r_i += alpha * H_i (sampler's mean token entropy); loss: loss -= alpha * entropy")
+    t.add_argument("--retire-solved-at", type=float, default=None,
+                   help="retire prompts for good once their group pass rate reaches this (ScaleRL: 0.9; default: off)")
+    t.add_argument("--topk", type=int, default=d.topk,
+                   help="sampler tokens recorded per position for DPPO's top-K variants (dppo_topk_tv/kl)")
     t.add_argument("--save-model", action="store_true", help="write the trained model/adapter to <out>/model")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -98,7 +122,7 @@ def _train(args) -> int:
     cfg = config_from_args(args)
     cfg.validate()
     print(f"grpo-lessons train: model={cfg.model} task={cfg.task} variant={cfg.variant} steps={cfg.steps} "
-          f"P={cfg.prompts_per_step} G={cfg.resolved()['group_size']} lr={cfg.lr:g} out={cfg.out}", flush=True)
+          f"P={cfg.resolve().prompts_per_step} G={cfg.resolve().group_size} lr={cfg.lr:g} out={cfg.out}", flush=True)
     result = train(cfg, progress=not args.no_progress)
     png = save_plot(result.history, os.path.join(cfg.out, "curves.png"),
                     title=f"{cfg.model} / {cfg.task} / {cfg.variant}")

@@ -16,8 +16,13 @@ loss of one pair under GRPO's per-sequence, per-token mean is
     L_pair = -(c / 2) * [ mean_t min(r+_t, 1 + eps_high)  -  mean_t max(r-_t, 1 - eps_low) ]
 
 — raise the winner, lower the loser, each until its own clip bound: a contrastive objective.  On
-policy its gradient is ``-(c/2) (mean_t grad log pi(o+_t) - mean_t grad log pi(o-_t))``, the direction
-of DPO's gradient with a *constant* weight where DPO has ``beta * sigmoid(-beta * margin)``.
+policy its gradient is ``-(c/2) (mean_t grad log pi(o+_t) - mean_t grad log pi(o-_t))``.  DPO's is
+``-beta sigmoid(-beta margin) (sum_t grad log pi(o+_t) - sum_t grad log pi(o-_t))``: *sums* over tokens.
+The two point the same way only when ``|o+| = |o-|`` (then the means are the sums / |o|, one positive
+factor); for unequal lengths 2-GRPO weighs each token of the shorter completion more, and the directions
+differ (``tests`` measure the angle: exactly 0 for equal lengths, not 0 for unequal ones).  So 2-GRPO is
+"DPO-like" -- winner up, loser down, a constant weight where DPO has ``beta sigmoid(-beta margin)`` -- and
+equals DPO's direction with length-normalised log-likelihoods (as in SimPO), not DPO's own.
 
 :func:`pairwise_grpo_loss` computes this form; ``tests/test_variants_issue4.py`` checks it equals
 ``policy_loss(..., variant="2-grpo")`` with ``group_advantages(rewards, 2)`` in value and gradient.

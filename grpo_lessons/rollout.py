@@ -15,11 +15,19 @@ that :func:`per_token_logps` computes -- log-softmax of ``logits / temperature``
 log-probs of the distribution the tokens were actually drawn from.  TRL divides by the temperature
 in the same place (``GRPOTrainer._get_per_token_logps_and_entropies``).  Without it, ``pi_old`` in
 the importance ratio would not be the sampler and the ratio would drift from 1 even on policy.
+
+Nothing else may touch the sampler: a hub model's ``generation_config`` often sets
+``repetition_penalty``, ``top_k=50``, ``typical_p``, ``no_repeat_ngram_size`` ..., and ``generate`` would
+apply them, so the tokens would come from some other distribution than ``softmax(logits / T)`` and every
+ratio would be biased.  :func:`generate_completions` therefore builds the whole generation config itself
+(as TRL does) and hides the model's own for the duration of the call; the draw itself is
+:class:`InverseCDFSampler`, which also records each drawn token's log-prob (``Rollout.sampling_logps``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -36,6 +44,8 @@ __all__ = [
     "completion_mask_from_ids",
     "concat_rollouts",
     "is_conversational",
+    "InverseCDFSampler",
+    "neutral_generation_config",
 ]
 
 
@@ -124,7 +134,7 @@ def completion_mask_from_ids(completion_ids: torch.Tensor, eos_ids: Sequence[int
 
 
 def per_token_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
-                    temperature: float = 1.0, batch_size: int | None = None) -> torch.Tensor:
+                    temperature: float = 1.0, batch_size: int | None = None, *, return_logits: bool = False):
     """Log-probs of the last ``logits_to_keep`` tokens of each row under ``model``; ``(B, L) -> (B, K)``.
 
     ``input_ids`` / ``attention_mask`` are ``(B, L)`` = prompt (left-padded) then completion, and
@@ -133,7 +143,8 @@ def per_token_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     ``temperature`` before the log-softmax: the result is ``log pi(o_t | q, o_<t)`` of the *sampling*
     distribution, the ``pi_old`` / ``pi_theta`` of the importance ratio (TRL does the same).
     Gradients flow when called outside ``torch.no_grad()``.  ``batch_size`` splits the rows to bound
-    memory (the logits tensor is ``B x (K+1) x vocab``).
+    memory (the logits tensor is ``B x (K+1) x vocab``).  ``return_logits=True`` returns
+    ``(logps, logits)`` with the tempered fp32 ``logits`` ``(B, K, V)`` too (entropy, DPPO top-K).
     """
     if input_ids.shape != attention_mask.shape or input_ids.dim() != 2:
         raise ValueError(f"input_ids and attention_mask must both be (B, L); got {tuple(input_ids.shape)} "
@@ -142,7 +153,7 @@ def per_token_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
         raise ValueError(f"logits_to_keep must be in 1..L-1 = {input_ids.shape[1] - 1}, got {logits_to_keep}")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    if batch_size is not None and batch_size < input_ids.shape[0]:
+    if batch_size is not None and batch_size < input_ids.shape[0] and not return_logits:
         return torch.cat([
             per_token_logps(model, input_ids[i:i + batch_size], attention_mask[i:i + batch_size], logits_to_keep,
                             temperature)
@@ -160,11 +171,13 @@ def per_token_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     targets = input_ids[:, -logits_to_keep:]  # (B, K)
     # log_softmax(x)[y] = x[y] - logsumexp(x), without materialising the (B, K, V) log-softmax
     picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, K)
-    return picked - torch.logsumexp(logits, dim=-1)  # (B, K)
+    lp = picked - torch.logsumexp(logits, dim=-1)  # (B, K)
+    return (lp, logits) if return_logits else lp
 
 
 def _shared_prompt_logps(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
-                         completion_mask: torch.Tensor, group_size: int, temperature: float) -> torch.Tensor:
+                         completion_mask: torch.Tensor, group_size: int, temperature: float,
+                         return_logits: bool = False):
     """:func:`per_token_logps` for groups that share a prompt, running each prompt through the model once.
 
     ``prompt_ids``/``prompt_mask`` are ``(n, P)`` -- one row per *group* -- and the completions ``(n * G, T)``.
@@ -190,16 +203,18 @@ def _shared_prompt_logps(model, prompt_ids: torch.Tensor, prompt_mask: torch.Ten
         logits = first
     logits = logits.float() / temperature
     picked = logits.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)  # (n * G, T)
-    return picked - torch.logsumexp(logits, dim=-1)  # (n * G, T)
+    lp = picked - torch.logsumexp(logits, dim=-1)  # (n * G, T)
+    return (lp, logits) if return_logits else lp
 
 
 def rollout_logps(model, rollout: "Rollout", temperature: float = 1.0, rows: slice | None = None,
-                  share_prompt: bool = True) -> torch.Tensor:
+                  share_prompt: bool = True, *, return_logits: bool = False):
     """Per-token log-probs ``(b, T)`` of a rollout's completions (or the rows ``rows``) under ``model``.
 
     With ``share_prompt`` and whole groups selected, each prompt goes through the model once for its ``G``
     completions (:func:`_shared_prompt_logps`); otherwise this is :func:`per_token_logps` on
-    ``prompt + completion``.  Gradients flow unless called under ``torch.no_grad()``.
+    ``prompt + completion``.  Gradients flow unless called under ``torch.no_grad()``.  ``return_logits=True``
+    gives ``(logps, logits)``, the tempered fp32 logits ``(b, T, V)`` at the completion positions too.
     """
     sl = rows if rows is not None else slice(0, len(rollout))
     start, stop = sl.start or 0, len(rollout) if sl.stop is None else min(sl.stop, len(rollout))
@@ -213,10 +228,10 @@ def rollout_logps(model, rollout: "Rollout", temperature: float = 1.0, rows: sli
         keep = int(pm.sum(0).gt(0).nonzero().min()) if bool(pm.any()) else 0  # drop all-padding columns
         return _shared_prompt_logps(model, rollout.prompt_ids[groups][:, keep:], pm[:, keep:],
                                     rollout.completion_ids[start:stop], rollout.completion_mask[start:stop], G,
-                                    temperature)
+                                    temperature, return_logits)
     ids = torch.cat([rollout.prompt_ids[start:stop], rollout.completion_ids[start:stop]], dim=1)
     am = torch.cat([rollout.prompt_mask[start:stop], rollout.completion_mask[start:stop]], dim=1)
-    return per_token_logps(model, ids, am, T, temperature)
+    return per_token_logps(model, ids, am, T, temperature, return_logits=return_logits)
 
 
 @dataclass
@@ -227,7 +242,9 @@ class Rollout:
     right-padded ``(N, T)`` with the mask covering the tokens up to and including the first EOS.
     ``truncated`` marks completions cut at ``max_new_tokens`` without an EOS (``= ~is_eos``).
     ``lengths`` counts the masked tokens (EOS included).  ``logps`` (or None) are the per-token
-    log-probs of the sampling distribution, 0 on padding.
+    log-probs of the sampling distribution, 0 on padding, recomputed by a forward pass of the model;
+    ``sampling_logps`` (or None) are the log-probs the sampler itself used when it drew each token (its own
+    logits, possibly a low-precision copy of the policy), 0 on padding.
     """
 
     prompts: list  # the P prompts as given (strings or chat messages)
@@ -241,6 +258,10 @@ class Rollout:
     temperature: float | None  # None: greedy
     logps: torch.Tensor | None = None  # (N, T)
     meta: dict = field(default_factory=dict)
+    sampling_logps: torch.Tensor | None = None  # (N, T) log-probs the sampler drew with, recorded at generation
+    sampling_entropy: torch.Tensor | None = None  # (N, T) entropy of the distribution each token was drawn from, 0 on padding
+    sampler_topk_ids: torch.Tensor | None = None  # (N, T, K) the sampler's K most likely ids per position (DPPO top-K)
+    sampler_topk_logps: torch.Tensor | None = None  # (N, T, K) their log-probs under the sampler
 
     @property
     def truncated(self) -> torch.Tensor:  # (N,) bool
@@ -282,14 +303,29 @@ class Rollout:
             completion_ids=self.completion_ids[idx], completion_mask=self.completion_mask[idx],
             is_eos=self.is_eos[idx], texts=[self.texts[r] for r in rows], group_size=G,
             temperature=self.temperature, logps=None if self.logps is None else self.logps[idx], meta=dict(self.meta),
+            sampling_logps=None if self.sampling_logps is None else self.sampling_logps[idx],
+            **{k: None if getattr(self, k) is None else getattr(self, k)[idx] for k in _SAMPLER_EXTRAS},
         )
+
+
+# Per-token records of the sampler that travel with a rollout: (N, T) or (N, T, K), padded with 0 on the right.
+_SAMPLER_EXTRAS = ("sampling_entropy", "sampler_topk_ids", "sampler_topk_logps")
+
+
+def _pad_extra(t: torch.Tensor, width: int) -> torch.Tensor:
+    """Right-pad a sampler record to ``width`` columns: 0, except top-K ids get the distinct ids 0..K-1."""
+    if t.dim() == 3 and not t.is_floating_point() and width > t.shape[1]:
+        K = t.shape[-1]
+        fill = torch.arange(K, dtype=t.dtype, device=t.device).expand(t.shape[0], width - t.shape[1], K)
+        return torch.cat([t, fill], dim=1)
+    return _pad_to(t, width, 0, left=False)
 
 
 def _pad_to(t: torch.Tensor, width: int, value, left: bool) -> torch.Tensor:
     extra = width - t.shape[1]
     if extra <= 0:
         return t
-    pad = torch.full((t.shape[0], extra), value, dtype=t.dtype, device=t.device)
+    pad = torch.full((t.shape[0], extra, *t.shape[2:]), value, dtype=t.dtype, device=t.device)
     return torch.cat([pad, t] if left else [t, pad], dim=1)
 
 
@@ -306,6 +342,7 @@ def concat_rollouts(parts: Sequence[Rollout], pad_token_id: int) -> Rollout:
     P = max(p.prompt_ids.shape[1] for p in parts)
     T = max(p.completion_ids.shape[1] for p in parts)
     has_logps = all(p.logps is not None for p in parts)
+    has_slp = all(p.sampling_logps is not None for p in parts)
     return Rollout(
         prompts=[q for p in parts for q in p.prompts],
         prompt_ids=torch.cat([_pad_to(p.prompt_ids, P, pad_token_id, left=True) for p in parts]),
@@ -318,14 +355,117 @@ def concat_rollouts(parts: Sequence[Rollout], pad_token_id: int) -> Rollout:
         temperature=parts[0].temperature,
         logps=torch.cat([_pad_to(p.logps, T, 0.0, left=False) for p in parts]) if has_logps else None,
         meta=dict(parts[0].meta),
+        sampling_logps=(torch.cat([_pad_to(p.sampling_logps, T, 0.0, left=False) for p in parts])
+                        if has_slp else None),
+        **{k: (torch.cat([_pad_extra(getattr(p, k), T) for p in parts])
+               if all(getattr(p, k) is not None for p in parts) else None) for k in _SAMPLER_EXTRAS},
     )
+
+
+class InverseCDFSampler:
+    """A logits processor that draws the next token from ``softmax(logits / T)`` and records its log-prob.
+
+    Used with greedy ``generate``: it returns 0 for the drawn token and ``-inf`` elsewhere, so the argmax *is*
+    the draw.  The draw is inverse-CDF sampling, one uniform per row: ``token = min{i : cumsum(p)_i > u * sum(p)}``,
+    which is exact and ~15x cheaper on a CPU than ``torch.multinomial`` over a 49k vocabulary (one random number
+    per row instead of per vocabulary entry).  ``top_k`` / ``top_p`` (optional) truncate the distribution first;
+    the recorded log-probs are then those of the truncated, renormalised distribution actually sampled.
+    After ``generate``, :meth:`logps` is ``(N, T')``: ``log p(o_t)`` of each drawn token (vLLM's "sampler
+    log-probs"; in TRL the ``sampling_per_token_logps`` of its vLLM path).
+    """
+
+    def __init__(self, temperature: float, top_k: int = 0, top_p: float = 1.0, record_topk: int = 0) -> None:
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        self.temperature, self.top_k, self.top_p = float(temperature), int(top_k or 0), float(top_p)
+        self._steps: list[torch.Tensor] = []
+        # Also recorded per step: the entropy of the distribution drawn from (the entropy bonus), and with
+        # record_topk = K its K most likely ids and their log-probs (DPPO's top-K divergence).
+        self.record_topk = int(record_topk or 0)
+        self._entropy: list[torch.Tensor] = []
+        self._topk: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        lp = torch.log_softmax(scores.float() / self.temperature, dim=-1)  # (N, V)
+        if self.top_k and self.top_k < lp.shape[-1]:
+            kth = lp.topk(self.top_k, dim=-1).values[:, -1:]  # (N, 1)
+            lp = torch.log_softmax(lp.masked_fill(lp < kth, float("-inf")), dim=-1)
+        if self.top_p < 1.0:
+            srt, idx = lp.sort(dim=-1, descending=True)  # (N, V)
+            before = srt.exp().cumsum(-1) - srt.exp()  # probability mass strictly above each entry
+            drop = torch.zeros_like(lp, dtype=torch.bool).scatter(-1, idx, before >= self.top_p)
+            lp = torch.log_softmax(lp.masked_fill(drop, float("-inf")), dim=-1)
+        p = lp.exp()  # (N, V)
+        self._entropy.append(-torch.where(p > 0, p * lp, torch.zeros_like(p)).sum(-1))  # (N,)
+        if self.record_topk:
+            top = lp.topk(min(self.record_topk, lp.shape[-1]), dim=-1)  # (N, K), most likely first
+            self._topk.append((top.indices, top.values))
+        cdf = p.cumsum(-1)  # (N, V)
+        u = torch.rand(cdf.shape[0], 1, device=cdf.device) * cdf[:, -1:]  # (N, 1), one uniform per row
+        tok = torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[-1] - 1)  # (N, 1); never a p = 0 token
+        self._steps.append(lp.gather(-1, tok).squeeze(-1))  # (N,)
+        return torch.full_like(scores, float("-inf")).scatter_(-1, tok, 0.0)
+
+    def logps(self) -> torch.Tensor:
+        """``(N, T')`` log-probs of the drawn tokens, one column per generated position."""
+        return torch.stack(self._steps, dim=1)
+
+    def entropy(self) -> torch.Tensor:
+        """``(N, T')`` entropy ``-sum_v p_v log p_v`` of the distribution each token was drawn from (tempered)."""
+        return torch.stack(self._entropy, dim=1)
+
+    def topk(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(ids, logps)``, each ``(N, T', K)``: the sampler's K most likely tokens per position (``record_topk``)."""
+        if not self._topk:
+            return None
+        return torch.stack([i for i, _ in self._topk], dim=1), torch.stack([v for _, v in self._topk], dim=1)
+
+
+def _sampler_records(sampler: InverseCDFSampler | None, mask: torch.Tensor) -> dict:
+    """The sampler's entropy ``(N, T)`` and top-K ``(N, T, K)`` records, cut to the completion width, 0 on padding."""
+    if sampler is None:
+        return {}
+    T = mask.shape[1]
+    out = {"sampling_entropy": sampler.entropy()[:, :T] * mask}
+    top = sampler.topk()
+    if top is not None:
+        ids, lps = top
+        K = ids.shape[-1]  # padding: ids 0..K-1 (distinct, as a top-K must be), log-probs 0
+        out["sampler_topk_ids"] = torch.where(mask.bool().unsqueeze(-1), ids[:, :T], torch.arange(K, device=ids.device))
+        out["sampler_topk_logps"] = lps[:, :T] * mask.unsqueeze(-1)
+    return out
+
+
+@contextlib.contextmanager
+def neutral_generation_config(model) -> Iterator[None]:
+    """Hide ``model.generation_config`` while generating: nothing from the hub's config may reach the sampler.
+
+    ``generate`` fills every unset field of the config it is given from the model's own config
+    (``repetition_penalty``, ``typical_p``, ``no_repeat_ngram_size``, ``top_k``, ``suppress_tokens`` ...);
+    with a blank one in its place only transformers' neutral global defaults remain.
+    """
+    from transformers import GenerationConfig
+
+    target = model.get_base_model() if hasattr(model, "get_base_model") else model
+    saved = getattr(target, "generation_config", None)
+    blank = GenerationConfig()
+    if saved is not None:
+        blank.bos_token_id = saved.bos_token_id
+    target.generation_config = blank
+    try:
+        yield
+    finally:
+        target.generation_config = saved
 
 
 @torch.no_grad()
 def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 8, *, max_new_tokens: int = 32,
                          temperature: float | None = 1.0, top_p: float = 1.0, top_k: int = 0,
                          compute_logps: bool = True, batch_size: int | None = None,
-                         generator_seed: int | None = None, share_prompt: bool = True) -> Rollout:
+                         generator_seed: int | None = None, share_prompt: bool = True,
+                         record_topk: int = 0) -> Rollout:
     """Sample ``group_size`` completions for each prompt with ``model.generate``; returns a :class:`Rollout`.
 
     ``prompts``: strings or chat messages (the tokenizer's chat template is applied, with the
@@ -335,6 +475,12 @@ def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 
     ``compute_logps`` adds the sampled tokens' log-probs under ``model`` (one extra forward pass).
     ``share_prompt`` runs each prompt through the model once for its ``G`` samples (a prefilled cache
     copied ``G`` times) instead of ``G`` times; the sampled distribution is the same.
+    The tokens are drawn from exactly ``softmax(logits / temperature)`` (optionally ``top_k``/``top_p``
+    truncated): the generation config is built here in full and the model's own ``generation_config`` is
+    ignored (:func:`neutral_generation_config`).  ``Rollout.sampling_logps`` holds the log-probs the draw
+    used (:class:`InverseCDFSampler`), ``Rollout.sampling_entropy`` the entropy of each position's sampling
+    distribution, and with ``record_topk = K`` ``Rollout.sampler_topk_ids``/``sampler_topk_logps`` its K most
+    likely tokens (DPPO's top-K divergence, :func:`grpo_lessons.divergence.topk_divergence`).
 
     Raises ``ValueError`` if a prompt plus ``max_new_tokens`` does not fit in the model's context,
     ``RuntimeError`` if ``generate`` returns no new tokens.
@@ -367,8 +513,8 @@ def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     device = next(model.parameters()).device
 
-    sample_kw = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=float(temperature),
-                                                          top_p=float(top_p), top_k=int(top_k))
+    from transformers import GenerationConfig, LogitsProcessorList
+
     was_training = model.training
     model.eval()
     parts = []
@@ -379,8 +525,13 @@ def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 
             enc = encode_prompts(tokenizer, chunk)
             ids, am = enc["input_ids"].to(device), enc["attention_mask"].to(device)  # (b, P)
             P = ids.shape[1]
-            gen_kw = dict(max_new_tokens=max_new_tokens, min_new_tokens=0, eos_token_id=eos_ids, pad_token_id=pad_id,
-                          **sample_kw)
+            # Greedy over what the sampler returns (0 at the drawn token, -inf elsewhere) is the draw itself.
+            sampler = None if greedy else InverseCDFSampler(float(temperature), top_k, top_p, record_topk)
+            gen_kw = dict(generation_config=GenerationConfig(
+                max_new_tokens=max_new_tokens, min_new_tokens=0, do_sample=False, num_beams=1,
+                num_return_sequences=1, eos_token_id=eos_ids, pad_token_id=pad_id, repetition_penalty=1.0,
+                no_repeat_ngram_size=0, renormalize_logits=False),
+                logits_processor=LogitsProcessorList([sampler] if sampler else []))
             if share_prompt and group_size > 1 and P > 1:
                 # Prefill each prompt once (all but its last token), then copy its keys/values G times:
                 # the G samples of a prompt share the prompt's forward pass instead of repeating it.
@@ -388,12 +539,14 @@ def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 
                 cache = model(input_ids=ids[:, :-1], attention_mask=am[:, :-1], position_ids=pos[:, :-1],
                               use_cache=True, logits_to_keep=1).past_key_values
                 cache.batch_repeat_interleave(group_size)
-                out = model.generate(input_ids=ids.repeat_interleave(group_size, dim=0),
-                                     attention_mask=am.repeat_interleave(group_size, dim=0),
-                                     past_key_values=cache, **gen_kw)  # (b * G, P + T')
+                with neutral_generation_config(model):
+                    out = model.generate(input_ids=ids.repeat_interleave(group_size, dim=0),
+                                         attention_mask=am.repeat_interleave(group_size, dim=0),
+                                         past_key_values=cache, **gen_kw)  # (b * G, P + T')
             else:
-                out = model.generate(input_ids=ids, attention_mask=am, num_return_sequences=group_size,
-                                     **gen_kw)  # (b * G, P + T'), T' <= max_new_tokens (stops when all hit EOS)
+                with neutral_generation_config(model):  # (b * G, P + T'), T' <= max_new_tokens
+                    out = model.generate(input_ids=ids.repeat_interleave(group_size, dim=0),
+                                         attention_mask=am.repeat_interleave(group_size, dim=0), **gen_kw)
             comp = out[:, P:]  # (b * G, T')
             if comp.shape[1] == 0:
                 raise RuntimeError("model.generate returned no new tokens; check max_new_tokens and the "
@@ -410,6 +563,8 @@ def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 
                 prompt_mask=am.repeat_interleave(group_size, dim=0),
                 completion_ids=comp, completion_mask=mask, is_eos=has_eos, texts=texts,
                 group_size=group_size, temperature=temperature,
+                sampling_logps=None if sampler is None else sampler.logps()[:, :comp.shape[1]] * mask,
+                **_sampler_records(sampler, mask),
             ))
         ro = concat_rollouts(parts, pad_id)
         if compute_logps:

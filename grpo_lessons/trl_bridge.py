@@ -53,13 +53,24 @@ __all__ = [
 ]
 
 # Our aggregation -> the TRL loss_type whose normaliser it is (used when a variant has no TRL entry).
-_AGGREGATION_TO_LOSS_TYPE = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
+# prompt_mean (ScaleRL) has no TRL counterpart: GRPOLessonsTrainer normalises it itself.
+_AGGREGATION_TO_LOSS_TYPE = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo",
+                             "prompt_mean": "dapo"}
+# Objectives TRL names as a loss_type of their own.
+_OBJECTIVE_LOSS_TYPES = ("sapo", "cispo", "vespo")
+# Our advantage scale -> TRL's scale_rewards; "batch_centered" (ScaleRL) is TRL's "none" rescaled by
+# GRPOLessonsTrainer with the batch std of the centred advantages.
+_SCALE_TO_TRL = {"batch_centered": "none"}
 # Objective hyper-parameter -> the GRPOConfig field that holds it.
 _PARAM_TO_FIELD = {
     "epsilon": "epsilon",
     "epsilon_high": "epsilon_high",
     "tau_pos": "sapo_temperature_pos",
     "tau_neg": "sapo_temperature_neg",
+    "k_pos": "vespo_k_pos",
+    "lambda_pos": "vespo_lambda_pos",
+    "k_neg": "vespo_k_neg",
+    "lambda_neg": "vespo_lambda_neg",
 }
 # Advantage pieces TRL's scale_rewards does not name: GDPO's is normalize_then_sum (which ignores
 # scale_rewards), GOPO's ranks are computed by GRPOLessonsTrainer over TRL's group advantages.
@@ -94,17 +105,17 @@ def trl_supports(variant: str | Variant) -> bool:
 def _derived_fields(v: Variant) -> dict[str, Any]:
     """GRPOConfig fields read off the variant's pieces and paper defaults (before its explicit ``.trl``)."""
     fields: dict[str, Any] = {
-        "loss_type": "sapo" if v.objective == "sapo" else _AGGREGATION_TO_LOSS_TYPE[v.aggregation],
+        "loss_type": v.objective if v.objective in _OBJECTIVE_LOSS_TYPES else _AGGREGATION_TO_LOSS_TYPE[v.aggregation],
         # TRL knows "token" and "sequence"; "sequence_token" (GSPO-token) is computed by our loss,
         # so TRL is told "token" (no TRL check depends on it).
         "importance_sampling_level": "sequence" if v.ratio_level == "sequence" else "token",
-        "scale_rewards": _TRL_SCALE.get(v.advantage_scale, v.advantage_scale),
+        "scale_rewards": _SCALE_TO_TRL.get(v.advantage_scale, _TRL_SCALE.get(v.advantage_scale, v.advantage_scale)),
     }
     if v.advantage_scale == "decoupled":  # GDPO
         fields["multi_objective_aggregation"] = "normalize_then_sum"
     for param in v.loss_params:
         value = v.loss_defaults.get(param)
-        if value is not None:
+        if value is not None and param in _PARAM_TO_FIELD:  # DPPO's options have no GRPOConfig field
             fields[_PARAM_TO_FIELD[param]] = value
     for name in _TRAIN_FIELDS:
         if name in v.train_defaults:
@@ -151,7 +162,7 @@ def variant_for_config(args) -> str:
     if (level == "token" and loss_type == "grpo"
             and getattr(args, "multi_objective_aggregation", "sum_then_normalize") == "normalize_then_sum"):
         return "gdpo"
-    if level == "token" and loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "sapo"):
+    if level == "token" and loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "sapo", "cispo", "vespo"):
         return "2-grpo" if (loss_type == "grpo" and args.num_generations == 2) else loss_type
     raise ValueError(
         f"no registry variant matches loss_type={loss_type!r}, importance_sampling_level={level!r}; "
@@ -164,7 +175,7 @@ def variant_for_config(args) -> str:
 _LEFT_PADDED = {"prompt_ids", "prompt_mask"}
 _PER_TOKEN = {"completion_ids", "completion_mask", "old_per_token_logps", "ref_per_token_logps",
               "sampling_per_token_logps", "tool_mask", "importance_sampling_ratio"}
-_PER_ROW = {"advantages"}
+_PER_ROW = {"advantages", "prompt_weights"}
 
 
 def _pad_to(t: torch.Tensor, length: int, value: float, left: bool) -> torch.Tensor:
@@ -233,12 +244,17 @@ class GRPOLessonsTrainer(GRPOTrainer):
     token means by the generation batch's token count, the others by the accumulation steps), and
     TRL's metric names (``entropy``, ``kl``, ``clip_ratio/*``) are logged.
 
-    With vLLM, TRL's sequence-level importance-sampling correction (``vllm_importance_sampling_mode``
-    ``"sequence_mask"``, its default, or ``"sequence_truncate"``) is folded into the advantages — exact
-    for the clip and SAPO objectives, since ``w * min(rA, clip(r)A) = min(r wA, clip(r) wA)`` for
-    ``w >= 0``.  What ``policy_loss`` cannot express raises ``NotImplementedError`` at construction
-    (token-level IS modes, ``top_entropy_quantile``, ``off_policy_mask_threshold``, ``delta``, the
-    entropy bonus, the MoE aux loss): use ``loss_impl="trl"`` for those.  Dynamic sampling recomputes
+    Off-policy pieces: with vLLM the sampler's log-probs TRL keeps (``inputs["sampling_per_token_logps"]``;
+    NaN where vLLM could not score a token, read as "no correction" as TRL does) go to ``policy_loss`` as
+    ``sampling_logp``: DPPO's anchor, the off-policy mask's reference (``off_policy_mask_threshold``) and,
+    with ``vllm_importance_sampling_correction``, the TIS/MIS weights of every
+    ``vllm_importance_sampling_mode`` (recomputed from the same tensors, so equal to TRL's
+    ``importance_sampling_ratio``).  Without vLLM the anchor is ``pi_old``.  ``scalerl``: TRL's
+    ``scale_rewards="none"`` advantages are divided by their batch std (all processes), and the prompt-level
+    aggregation is normalised over the whole generation batch (weights computed before TRL shuffles it).
+    What ``policy_loss`` cannot express raises ``NotImplementedError`` at construction
+    (``top_entropy_quantile``, ``delta``, the entropy bonus, the MoE aux loss, DPPO's top-K variants,
+    whose sampler top-K TRL does not keep): use ``loss_impl="trl"`` for the TRL features.  Dynamic sampling recomputes
     nothing TRL computed: refill groups keep the advantages of the batch they were scored in (exact
     for ``scale_rewards="group"``/``"none"``; with ``"batch"`` each refill has its own batch std).
     """
@@ -265,7 +281,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
     def _check_supported(self) -> None:
         a, v = self.args, self.variant
         if (not self._own_advantages() and v.advantage_scale != "decoupled"
-                and a.scale_rewards != v.advantage_scale and a.multi_objective_aggregation == "sum_then_normalize"):
+                and a.scale_rewards != _SCALE_TO_TRL.get(v.advantage_scale, v.advantage_scale)
+                and a.multi_objective_aggregation == "sum_then_normalize"):
             warnings.warn(
                 f"variant {v.name!r} uses advantage scale {v.advantage_scale!r} but args.scale_rewards="
                 f"{a.scale_rewards!r}; TRL computes the advantages, so the run is not {v.title}",
@@ -284,19 +301,15 @@ class GRPOLessonsTrainer(GRPOTrainer):
         unsupported = []
         if a.top_entropy_quantile < 1.0:
             unsupported.append("top_entropy_quantile < 1")
-        if a.off_policy_mask_threshold is not None:
-            unsupported.append("off_policy_mask_threshold")
+        if v.objective == "dppo" and str(v.loss_defaults.get("kind", "")).startswith("topk") \
+                and not str(self.loss_options.get("kind", "topk")).startswith("binary"):
+            unsupported.append(f"{v.name} (needs the sampler's top-K log-probs, which TRL 1.16 does not keep)")
         if a.delta is not None:
             unsupported.append("delta (two-sided clip)")
         if a.entropy_coef != 0.0 or a.use_adaptive_entropy:
             unsupported.append("entropy_coef / use_adaptive_entropy")
         if self.aux_loss_enabled:
             unsupported.append("MoE router aux loss")
-        if self.use_vllm and self.vllm_importance_sampling_correction and not self._sequence_level_is():
-            unsupported.append(
-                f"vllm_importance_sampling_mode={a.vllm_importance_sampling_mode!r} (token level; the sequence "
-                "modes, TRL's default, are supported)"
-            )
         if unsupported:
             raise NotImplementedError(
                 f"GRPOLessonsTrainer(loss_impl='grpo_lessons') does not implement: {', '.join(unsupported)}. "
@@ -340,10 +353,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
         adv = inputs["advantages"]
         if adv.dim() != 1:
             raise NotImplementedError("policy_loss takes one advantage per completion, (B,)")
-        if self.use_vllm and self.vllm_importance_sampling_correction:
-            # Sequence-level IS weight w_i >= 0 (B, 1): for the clip and SAPO objectives
-            # -w * min(rA, clip(r)A) = -min(r(wA), clip(r)(wA)), so folding w into A is exact.
-            adv = adv * inputs["importance_sampling_ratio"].reshape(-1).to(adv.dtype)
+        off_policy = self._off_policy_kwargs(inputs, old)
 
         training = self.model.training
         accum = self.current_gradient_accumulation_steps if training else 1
@@ -355,15 +365,37 @@ class GRPOLessonsTrainer(GRPOTrainer):
             if training:
                 num_items = num_items * accum / self.args.steps_per_generation
             divide_by = 1
+        if self.variant.aggregation == "prompt_mean":
+            # prompt_weights sum the whole generation batch (all processes) to one prompt mean: undo DDP's
+            # average over processes and spread the batch over its accumulation window, as TRL does for dapo
+            divide_by = accum / self.args.steps_per_generation if training else 1
+            divide_by = divide_by / self.accelerator.num_processes
         out = policy_loss(
             logps, old, adv, mask, variant=self.variant,
             beta=self.beta, ref_logp=inputs.get("ref_per_token_logps") if self.beta != 0.0 else None,
             max_completion_length=self.max_completion_length,
             kl_importance_weighted=self.args.use_bias_correction_kl,
-            num_items_in_batch=num_items, **self._loss_params(),
+            num_items_in_batch=num_items, **off_policy, **self._loss_params(),
         )
         self._log_loss_metrics(out, entropies, mask)
         return out.loss / divide_by
+
+    def _off_policy_kwargs(self, inputs, old: torch.Tensor) -> dict[str, Any]:
+        """policy_loss's off-policy arguments from TRL's batch: sampler log-probs, correction, masks, weights."""
+        kw: dict[str, Any] = {}
+        sampling = inputs.get("sampling_per_token_logps")
+        if sampling is not None:
+            # vLLM could not score some tokens (NaN): TRL reads them as "no correction" (rho = 1, no KL evidence)
+            kw["sampling_logp"] = torch.where(torch.isnan(sampling), old.to(sampling.dtype), sampling)
+            if self.use_vllm and self.vllm_importance_sampling_correction:
+                kw["rollout_correction"] = self.vllm_importance_sampling_mode
+                kw["rollout_clip_max"] = self.vllm_importance_sampling_clip_max
+                kw["rollout_clip_min"] = self.vllm_importance_sampling_clip_min
+        if self.args.off_policy_mask_threshold is not None:
+            kw["off_policy_mask_threshold"] = self.args.off_policy_mask_threshold
+        if self.variant.aggregation == "prompt_mean":
+            kw["prompt_weights"] = inputs["prompt_weights"]
+        return kw
 
     def _log_mean(self, name: str, value: float | None) -> None:
         if value is None:
@@ -375,13 +407,17 @@ class GRPOLessonsTrainer(GRPOTrainer):
     def _log_loss_metrics(self, out, entropies, mask) -> None:
         m = mask.to(entropies.dtype)
         self._log_mean("entropy", float((entropies.detach() * m).sum() / m.sum().clamp(min=1.0)))
-        if out.kl is not None:
-            self._log_mean("kl", float(out.kl))
+        if out.kl_token_mean is not None:  # TRL's "kl": token mean of k3 (x the ratio under use_bias_correction_kl)
+            self._log_mean("kl", out.kl_token_mean)
         if out.clip_frac_low is not None:  # same names as TRL's, so its logs and plots carry over
             self._log_mean("clip_ratio/low_mean", out.clip_frac_low)
             self._log_mean("clip_ratio/high_mean", out.clip_frac_high)
             self._log_mean("clip_ratio/region_mean", out.clip_frac)
         self._log_mean("policy_loss", float(out.policy_loss))
+        for name in ("is_weight_mean", "is_masked_frac", "is_truncated_frac", "off_policy_masked_frac"):
+            self._log_mean(f"off_policy/{name}", getattr(out, name, None))
+        for name, value in out.extras.items():
+            self._log_mean(name, value)
 
     # ---- advantages TRL does not compute: GOPO's ranks, GDPO when TRL sums first ---------------------
 
@@ -427,6 +463,30 @@ class GRPOLessonsTrainer(GRPOTrainer):
         return [self.train_dataset[i] for i in idx]
 
     def _generate_and_score_completions(self, inputs):
+        return self._scalerl_fields(self._dynamic_sampling_batch(inputs))
+
+    def _scalerl_fields(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """ScaleRL's batch-level pieces, computed before TRL shuffles and splits the generation batch."""
+        v = self.variant
+        if self.loss_impl == "trl":
+            return batch
+        if v.advantage_scale == "batch_centered":
+            # TRL's scale_rewards="none" gives r - mean_g; divide by the std of those over the whole batch
+            # (every process), Bessel + 1e-4 like TRL's own stds (group_advantages(scale="batch_centered")).
+            adv_all = self.accelerator.gather(batch["advantages"])  # (N_total,)
+            batch["advantages"] = batch["advantages"] / (adv_all.std() + 1e-4)
+        if v.aggregation == "prompt_mean":
+            from .aggregation import prompt_weights
+
+            mask = batch["completion_mask"] if "tool_mask" not in batch else batch["completion_mask"] * batch["tool_mask"]
+            lengths = self.accelerator.gather(mask.sum(-1).float())  # (N_total,) TRL keeps groups contiguous
+            w = prompt_weights(lengths.unsqueeze(-1), self.num_generations)  # (N_total,)
+            n = mask.shape[0]
+            start = self.accelerator.process_index * n
+            batch["prompt_weights"] = w[start:start + n]  # (B,) this process's rows
+        return batch
+
+    def _dynamic_sampling_batch(self, inputs):
         batch = self._score(inputs)
         if not self.dynamic_sampling or not self.model.training:
             return batch

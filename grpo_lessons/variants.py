@@ -196,10 +196,76 @@ register(Variant(
     advantage_scale="group", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
     citation="Wu et al. 2025, It Takes Two: Your GRPO Is Secretly DPO, arXiv 2510.00977",
     loss_defaults={"epsilon": 0.2, "epsilon_high": None},
-    train_defaults={"beta": 0.0, "group_size": 2, "group_size_defines_method": True, "prompts_per_batch_factor": 8},
+    train_defaults={"beta": 0.0, "group_size": 2, "group_size_defines_method": True, "prompts_per_step": 32},
     trl={"loss_type": "grpo", "num_generations": 2, "scale_rewards": "group", "beta": 0.0},
     notebook="09_two_grpo.ipynb",
-    notes="No new loss: G = 2 with 8x the prompts per batch (same rollouts). Advantages are +-0.7071 or 0.",
+    notes="No new loss: G = 2 with more prompts per step at the same number of completions (the trainer's "
+          "default: 32 prompts x 2 = 8 x 8; the paper: 8x the prompts of its G = 16). Advantages are +-0.7071 or 0.",
+))
+
+# -- off-policy family (notebooks 12-14) ---------------------------------------------------------------
+
+register(Variant(
+    name="cispo",
+    title="CISPO (Clipped IS-weight Policy Optimization)",
+    advantage_scale="group", ratio_level="token", objective="cispo", aggregation="token_mean",
+    citation="MiniMax 2025, MiniMax-M1, arXiv 2506.13585, Eq. (4); absolute cap as in Khatri et al. 2025, arXiv 2510.13786",
+    loss_defaults={"epsilon_high": 5.0},
+    train_defaults={"beta": 0.0},
+    trl={"loss_type": "cispo", "scale_rewards": "group", "epsilon_high": 5.0, "beta": 0.0},
+    notebook="14_cispo_scalerl.ipynb",
+    notes="-sg(min(r, eps_max)) A log pi: clips the IS weight, never the gradient; no lower clip (the paper "
+          "sets eps_low large). epsilon_high is an ABSOLUTE cap (TRL); TRL's unset epsilon_high falls back "
+          "to epsilon = 0.2. Loss value is not 0 on policy. Not the chapter's 'batch norm + DAPO loss'.",
+))
+
+register(Variant(
+    name="vespo",
+    title="VESPO (Variational Sequence-level Soft Policy Optimization)",
+    advantage_scale="group", ratio_level="token", objective="vespo", aggregation="token_mean",
+    citation="Shen et al. 2026, VESPO, arXiv 2602.10693",
+    loss_defaults={"k_pos": 2.0, "lambda_pos": 3.0, "k_neg": 3.0, "lambda_neg": 2.0},
+    train_defaults={"beta": 0.0},
+    trl={"loss_type": "vespo", "scale_rewards": "group", "vespo_k_pos": 2.0, "vespo_lambda_pos": 3.0,
+         "vespo_k_neg": 3.0, "vespo_lambda_neg": 2.0, "beta": 0.0},
+    notebook="12_vespo.ipynb",
+    notes="-sg[phi(W)] A log pi with phi(W) = W^k exp(lambda (1 - W)) of the full sequence ratio W; phi(1) = 1. "
+          "Sampler-correction weights enter W instead of multiplying the loss.",
+))
+
+_DPPO = "Qi et al. 2026, Rethinking the Trust Region in LLM Reinforcement Learning, arXiv 2602.04879"
+for _kind, _delta, _what in (
+    ("binary_tv", 0.15, "|p - mu| of the sampled token"),
+    ("binary_kl", 0.05, "the Bernoulli KL of the sampled token"),
+    ("topk_tv", 0.15, "the TV distance over the sampler's top-K plus a rest bucket"),
+    ("topk_kl", 0.05, "KL(mu || pi_theta) over the sampler's top-K plus a rest bucket"),
+):
+    register(Variant(
+        name=f"dppo_{_kind}",
+        title=f"DPPO ({_kind.replace('_', '-')})",
+        advantage_scale="group", ratio_level="token", objective="dppo", aggregation="token_mean",
+        citation=_DPPO,
+        loss_defaults={"kind": _kind, "delta_low": _delta, "delta_high": _delta, "ratio_cap": 3.0},
+        train_defaults={"beta": 0.0},
+        trl={},  # not in TRL 1.16: GRPOLessonsTrainer computes it
+        notebook="13_dppo.ipynb",
+        notes=f"-A sg(min(p/mu, 3)) M log p; M drops a token that moved beyond delta = {_delta} in {_what}, in the "
+              "direction its advantage pushes. mu = sampler log-probs when given, else pi_old."
+              + (" Needs divergence= (topk_divergence)." if _kind.startswith("topk") else ""),
+    ))
+
+register(Variant(
+    name="scalerl",
+    title="ScaleRL (CISPO + prompt-level aggregation + batch-level advantage normalisation)",
+    advantage_scale="batch_centered", ratio_level="token", objective="cispo", aggregation="prompt_mean",
+    citation="Khatri et al. 2025, The Art of Scaling Reinforcement Learning Compute for LLMs, arXiv 2510.13786",
+    loss_defaults={"epsilon_high": 5.0},
+    train_defaults={"beta": 0.0},
+    trl={},  # TRL has neither prompt-level aggregation nor centred-advantage batch std: GRPOLessonsTrainer
+    notebook="14_cispo_scalerl.ipynb",
+    notes="CISPO loss (eps_max = 5), token mean within each prompt's group then mean over prompts, advantages "
+          "r - mean_g divided by the batch std of those centred advantages (not TRL's std of raw rewards); "
+          "the recipe also filters zero-variance prompts and uses FP32 LM-head logits.",
 ))
 
 register(Variant(

@@ -74,7 +74,7 @@ def test_group_advantages_sum_to_zero(vals):
         ([1.0, 0.0], 1, {}, "group_size >= 2"),
         ([], 2, {}, "empty"),
         ([1.0, 0.0], 0, {}, "positive integer"),
-        ([1.0, 0.0], 2, {"scale": "zscore"}, "known: batch, decoupled, group, none, rank"),
+        ([1.0, 0.0], 2, {"scale": "zscore"}, "known: batch, batch_centered, decoupled, group, none, rank"),
         ([[1.0, 0.0]], 2, {}, "1-D"),
     ],
 )

@@ -74,3 +74,13 @@ def test_default_completion_budget_comes_from_the_task(tmp_path):
     assert TrainConfig(task="countdown", max_new_tokens=7).resolved()["max_new_tokens"] == 7
     cfg = config_from_args(build_parser().parse_args(["train", "--task", "countdown"]))
     assert cfg.max_new_tokens is None and cfg.resolved()["max_new_tokens"] == 32
+
+
+def test_speed_flags_reach_the_config():
+    args = build_parser().parse_args(["train", "--precision", "bf16-mixed", "--sampler-dtype", "bfloat16",
+                                      "--optimizer", "adamw", "--max-minutes", "3", "--rollout-correction", "tis"])
+    cfg = config_from_args(args)
+    assert (cfg.precision, cfg.sampler_dtype, cfg.optimizer, cfg.max_minutes) == ("bf16-mixed", "bfloat16", "adamw", 3.0)
+    assert cfg.rollout_correction == "tis" and cfg.rollout_clip_max == 3.0
+    d = config_from_args(build_parser().parse_args(["train"]))
+    assert (d.precision, d.sampler_dtype, d.prompts_per_step) == ("fp32", None, None)

@@ -186,3 +186,42 @@ def test_rollout_is_a_dataclass_with_completions_for_trl(model, tok):
     comps = ro.completions()
     assert isinstance(ro, Rollout)
     assert comps[0] == [{"role": "assistant", "content": ro.texts[0]}] and comps[2] == ro.texts[2]
+
+
+def test_hub_generation_config_does_not_reach_the_sampler(tok):
+    # A hub model's generation_config (repetition_penalty, top_k=50, no_repeat_ngram_size ...) must not bend the
+    # sampler: the log-probs the draw used must equal the scored log-probs of softmax(logits / T).
+    m = eos_biased(tok, bias=1.0)
+    m.generation_config.repetition_penalty = 1.3
+    m.generation_config.top_k = 5
+    m.generation_config.no_repeat_ngram_size = 2
+    m.generation_config.typical_p = 0.5
+    for share in (True, False):
+        torch.manual_seed(11)
+        ro = generate_completions(m, tok, PROMPTS, group_size=4, max_new_tokens=8, temperature=0.7,
+                                  share_prompt=share)
+        assert ro.sampling_logps is not None and ro.sampling_logps.shape == ro.logps.shape
+        torch.testing.assert_close(ro.sampling_logps, ro.logps, atol=1e-4, rtol=1e-4)
+        # repeated tokens do happen (no_repeat_ngram / the penalty would have forbidden or damped them)
+        assert (ro.sampling_logps * ro.completion_mask).lt(-1e-3).any()
+    assert m.generation_config.repetition_penalty == 1.3  # the model's own config is restored
+
+
+def test_inverse_cdf_sampler_draws_from_the_tempered_softmax():
+    from grpo_lessons.rollout import InverseCDFSampler
+
+    logits = torch.tensor([0.0, 1.0, 2.0, -30.0, 0.5])
+    n, T = 40_000, 0.7
+    torch.manual_seed(0)
+    s = InverseCDFSampler(T)
+    out = s(None, logits.expand(n, -1).clone())  # (n, V): 0 at the drawn token, -inf elsewhere
+    drawn = out.argmax(-1)
+    freq = torch.bincount(drawn, minlength=5).float() / n
+    p = torch.softmax(logits / T, -1)
+    assert float((freq - p).abs().max()) < 0.01  # 4 standard errors at n = 40k
+    torch.testing.assert_close(s.logps()[:, 0], torch.log(p)[drawn])
+    # top-k = 2 keeps only the two most likely tokens, renormalised
+    s2 = InverseCDFSampler(T, top_k=2)
+    d2 = s2(None, logits.expand(n, -1).clone()).argmax(-1)
+    assert set(d2.unique().tolist()) == {1, 2}
+    torch.testing.assert_close(s2.logps()[:, 0], torch.log_softmax(logits[[1, 2]] / T, -1)[(d2 == 2).long()])

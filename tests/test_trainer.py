@@ -47,7 +47,8 @@ def run(c, **kw):
 
 
 def strip_time(history):
-    return [{k: v for k, v in r.items() if k not in ("seconds", "elapsed")} for r in history]
+    return [{k: v for k, v in r.items() if k not in ("seconds", "elapsed") and not k.startswith("time_")}
+            for r in history]
 
 
 def test_history_csv_and_columns(tmp_path):
@@ -300,3 +301,148 @@ def test_trainer_dynamic_sampling_agrees_with_the_reference_loop(tmp_path, seed,
     assert b.stats["resample_rounds"] == ref.rounds - 1
     assert b.stats["completions_sampled"] == ref.sampled * G
     assert round(b.stats["frac_zero_std_groups"] * ref.sampled) == ref.dropped
+
+
+# --------------------------------------------------------------------------------------------
+# Review fixes
+# --------------------------------------------------------------------------------------------
+
+def test_trainable_layers_with_kl_builds_the_frozen_reference(tmp_path):
+    tr = Trainer(cfg(tmp_path, eval_size=0, trainable_layers=1, beta=0.1, lr=1e-2), train_rows=ROWS,
+                 reward_funcs=[digits])
+    assert tr.ref_model is not None and not any(p.requires_grad for p in tr.ref_model.parameters())
+    first = tr.step()
+    assert first["kl"] == pytest.approx(0.0, abs=1e-7)  # before any update the policy is the reference
+    second = tr.step()
+    assert second["kl"] > 0  # the last block moved away from the frozen copy
+
+
+def test_max_minutes_is_a_budget_per_invocation(tmp_path):
+    # a tiny budget: each invocation runs exactly one step, then stops; a resume gets a new budget
+    c = cfg(tmp_path, "budget", steps=4, eval_size=0, max_minutes=1e-9)
+    first = run(c)
+    assert [r["step"] for r in first.history] == [1]
+    resumed = run(cfg(tmp_path, "budget", steps=4, eval_size=0, max_minutes=1e-9, resume=True))
+    assert [r["step"] for r in resumed.history] == [1, 2]
+    assert resumed.history[1]["elapsed"] > resumed.history[0]["elapsed"]  # the CSV's clock still accumulates
+
+
+def test_options_the_variant_lacks_fail_in_validate(tmp_path):
+    with pytest.raises(ValueError, match="'sapo'.*no clip range"):
+        TrainConfig(variant="sapo", epsilon=0.2).validate()
+    with pytest.raises(ValueError, match="no clip range"):
+        run(cfg(tmp_path, variant="sapo", epsilon_high=0.3))
+    assert not (tmp_path / "run").exists()  # refused before any file was written
+
+
+def test_prompts_per_step_default_keeps_the_completion_budget():
+    two = TrainConfig(variant="2-grpo").resolve()
+    eight = TrainConfig(variant="grpo").resolve()
+    assert (eight.prompts_per_step, eight.group_size) == (8, 8)
+    assert (two.prompts_per_step, two.group_size) == (32, 2)
+    assert two.prompts_per_step * two.group_size == eight.prompts_per_step * eight.group_size
+    assert TrainConfig(variant="2-grpo", prompts_per_step=5).resolve().prompts_per_step == 5
+
+
+def test_checkpoint_saves_and_restores_the_cuda_generators(tmp_path, monkeypatch):
+    from grpo_lessons import records
+
+    saved_cuda = [torch.tensor([1, 2, 3], dtype=torch.uint8)]
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: saved_cuda)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda s: restored.append(s))
+    state = records.rng_state()
+    assert state["cuda_rng"] is saved_cuda
+    tr = Trainer(cfg(tmp_path, eval_size=0, steps=1), train_rows=ROWS, reward_funcs=[digits])
+    path = tr.save_checkpoint()
+    assert torch.equal(torch.load(path, weights_only=False)["cuda_rng"][0], saved_cuda[0])
+    tr.load_checkpoint()
+    assert len(restored) == 1 and torch.equal(restored[0][0], saved_cuda[0])
+
+
+# --------------------------------------------------------------------------------------------
+# Speed: bf16-mixed training, a low-precision sampler, the fused optimiser
+# --------------------------------------------------------------------------------------------
+
+def test_bf16_mixed_keeps_fp32_weights_and_loss_and_stays_close_to_fp32(tmp_path):
+    from grpo_lessons.trainer import batch_loss
+
+    tr = Trainer(cfg(tmp_path, eval_size=0, precision="bf16-mixed"), train_rows=ROWS, reward_funcs=[digits])
+    b = tr.sample_batch()
+    kw = dict(variant="grpo", temperature=tr.cfg.temperature, max_completion_length=tr.cfg.max_new_tokens)
+    out16, lp16 = batch_loss(tr.model, b.rollout, b.advantages, b.loss_mask, precision="bf16-mixed", **kw)
+    out32, lp32 = batch_loss(tr.model, b.rollout, b.advantages, b.loss_mask, precision="fp32", **kw)
+    m = b.loss_mask > 0
+    diff = float((lp16 - lp32).detach()[m].abs().max())
+    assert 0 < diff < 0.5  # bf16 matmuls: visibly different, still close
+    assert lp16.dtype == torch.float32 and out16.loss.dtype == torch.float32
+    row = tr.step()
+    assert all(p.dtype == torch.float32 for p in tr.params) and math.isfinite(row["loss"])
+
+
+def test_bf16_sampler_is_a_resynced_copy_and_the_mismatch_is_logged(tmp_path):
+    from grpo_lessons.rollout import rollout_logps
+
+    tr = Trainer(cfg(tmp_path, eval_size=0, sampler_dtype="bfloat16", lr=1e-2), train_rows=ROWS,
+                 reward_funcs=[digits])
+    assert tr.sampler is not tr.model and next(tr.sampler.parameters()).dtype == torch.bfloat16
+    b = tr.sample_batch()
+    # the sampler's log-probs are its own (bf16 weights), recorded at generation time
+    own = rollout_logps(tr.sampler, b.rollout, tr.cfg.temperature) * b.rollout.completion_mask
+    torch.testing.assert_close(b.rollout.sampling_logps, own.float(), atol=0.05, rtol=0)
+    row = tr.step()
+    for (n, s), (_, p) in zip(tr.sampler.named_parameters(), tr.model.named_parameters()):
+        assert torch.equal(s, p.detach().to(torch.bfloat16)), n  # resynced after the update
+    assert row["mismatch_k3"] > 1e-7
+    assert row["mismatch_ratio_min"] <= row["mismatch_ratio_mean"] <= row["mismatch_ratio_max"]
+    assert row["mismatch_ratio_min"] < 1 < row["mismatch_ratio_max"]
+    # no sampler copy: the same fp32 weights sample and train, the gap is float rounding only
+    same = Trainer(cfg(tmp_path, "same", eval_size=0), train_rows=ROWS, reward_funcs=[digits])
+    assert same.sampler is same.model
+    r2 = same.step()
+    assert r2["mismatch_k3"] < 1e-8 < row["mismatch_k3"]
+
+
+def test_mu_2_with_bf16_mixed_and_a_bf16_sampler(tmp_path):
+    res = run(cfg(tmp_path, mu=2, precision="bf16-mixed", sampler_dtype="bfloat16", eval_size=0, lr=1e-2))
+    h = res.history
+    assert [r["step"] for r in h] == [1, 2]
+    assert all(math.isfinite(r["loss"]) and r["mismatch_k3"] is not None for r in h)
+    assert all(r["ratio_mean"] != 1.0 for r in h)  # the second pass is off-policy
+
+
+def test_rollout_correction_settings_reach_policy_loss_only_when_set(tmp_path, monkeypatch):
+    import grpo_lessons.trainer as trainer_mod
+
+    seen = []
+    real = trainer_mod.policy_loss
+
+    def spy(*args, **kw):
+        seen.append({k: kw[k] for k in kw if k in ("sampling_logp", "rollout_correction", "rollout_clip_max",
+                                                   "rollout_clip_min", "off_policy_mask_threshold")})
+        for k in list(seen[-1]):
+            kw.pop(k)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(trainer_mod, "policy_loss", spy)
+    Trainer(cfg(tmp_path, "plain", eval_size=0), train_rows=ROWS, reward_funcs=[digits]).step()
+    assert seen and all(s == {} for s in seen)
+    seen.clear()
+    tr = Trainer(cfg(tmp_path, "tis", eval_size=0, sampler_dtype="bfloat16", rollout_correction="token_truncate",
+                     rollout_clip_max=2.0), train_rows=ROWS, reward_funcs=[digits])
+    tr.step()
+    assert seen and all(s["rollout_correction"] == "token_truncate" and s["rollout_clip_max"] == 2.0 for s in seen)
+    assert all(s["sampling_logp"].shape[0] == 8 for s in seen)  # the micro-batch's rows
+
+
+def test_fused_adamw_makes_the_same_update(tmp_path):
+    tok = tiny_tokenizer()
+    params = {}
+    for opt in ("adamw-fused", "adamw"):
+        tr = Trainer(cfg(tmp_path, opt, eval_size=0, optimizer=opt), model=tiny_qwen(tok), tokenizer=tok,
+                     train_rows=ROWS, reward_funcs=[digits])
+        tr.step()
+        params[opt] = [p.detach().clone() for p in tr.params]
+    for a, b in zip(params["adamw-fused"], params["adamw"]):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)

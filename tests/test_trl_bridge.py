@@ -37,7 +37,8 @@ from grpo_lessons.trl_bridge import (  # noqa: E402
 from grpo_lessons.variants import VARIANTS, get_variant  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-NATIVE = ["grpo", "bnpo", "dr_grpo", "dapo", "gspo", "sapo", "2-grpo"]
+NATIVE = ["grpo", "bnpo", "dr_grpo", "dapo", "gspo", "sapo", "2-grpo", "cispo", "vespo"]
+NOT_IN_TRL = {"gspo_token", "dppo_binary_tv", "dppo_binary_kl", "dppo_topk_tv", "dppo_topk_kl", "scalerl", "gopo"}
 TOL = 1e-6
 
 
@@ -93,6 +94,16 @@ EXPECTED = {  # the papers' settings (REFERENCES.md), as TRL 1.16 fields
     "gspo_token": {"loss_type": "grpo", "importance_sampling_level": "token", "epsilon": 3e-4, "epsilon_high": 4e-4},
     "sapo": {"loss_type": "sapo", "sapo_temperature_pos": 1.0, "sapo_temperature_neg": 1.05, "beta": 0.0},
     "2-grpo": {"loss_type": "grpo", "num_generations": 2, "scale_rewards": "group", "beta": 0.0},
+    "cispo": {"loss_type": "cispo", "epsilon_high": 5.0, "scale_rewards": "group", "beta": 0.0},
+    "vespo": {"loss_type": "vespo", "vespo_k_pos": 2.0, "vespo_lambda_pos": 3.0, "vespo_k_neg": 3.0,
+              "vespo_lambda_neg": 2.0, "beta": 0.0},
+    # not in TRL: the subclass computes the loss; loss_type only picks TRL's normaliser family
+    "dppo_binary_tv": {"loss_type": "dapo", "beta": 0.0},
+    "dppo_binary_kl": {"loss_type": "dapo", "beta": 0.0},
+    "dppo_topk_tv": {"loss_type": "dapo", "beta": 0.0},
+    "dppo_topk_kl": {"loss_type": "dapo", "beta": 0.0},
+    # ScaleRL: CISPO's cap; TRL's "none" advantages, rescaled by the subclass (batch_centered)
+    "scalerl": {"loss_type": "cispo", "epsilon_high": 5.0, "scale_rewards": "none", "beta": 0.0},
     "gdpo": {"loss_type": "grpo", "multi_objective_aggregation": "normalize_then_sum", "epsilon": 0.2},
     "gopo": {"loss_type": "grpo", "multi_objective_aggregation": "sum_then_normalize", "scale_rewards": "group"},
 }
@@ -106,7 +117,7 @@ def test_grpo_config_maps_each_variant_to_the_papers_settings(variant):
     for field, value in EXPECTED[variant].items():
         assert getattr(cfg, field) == value, (variant, field, getattr(cfg, field), value)
     scale = get_variant(variant).advantage_scale
-    assert cfg.scale_rewards == {"decoupled": "group", "rank": "group"}.get(scale, scale)
+    assert cfg.scale_rewards == {"batch_centered": "none", "decoupled": "group", "rank": "group"}.get(scale, scale)
     assert cfg.report_to in ("none", [], ["none"])
 
 
@@ -147,14 +158,14 @@ def test_registry_trl_entries_agree_with_the_pieces():
                 continue  # bnpo (micro-batch tokens) and dapo (generation-batch tokens) share our token_mean
             if field in derived:
                 assert derived[field] == value, (name, field, derived[field], value)
-        assert trl_supports(name) == (name not in ("gspo_token", "gopo"))
+        assert trl_supports(name) == (name not in NOT_IN_TRL)
 
 
 def test_variant_for_config_reads_trl_configs_back():
     for name in NATIVE:
         assert variant_for_config(grpo_config(name)) == name
     with pytest.raises(ValueError, match="no registry variant"):
-        variant_for_config(grpo_config("grpo", loss_type="cispo"))
+        variant_for_config(grpo_config("grpo", loss_type="luspo"))
 
 
 # -- parity: GRPOLessonsTrainer (policy_loss) vs TRL's native _compute_loss ----------------------------
@@ -193,17 +204,37 @@ def loss_and_grads(trainer, batch):
     return loss.detach(), {n: p.grad.detach().clone() for n, p in trainer.model.named_parameters()}
 
 
-def compare(variant, tiny, native_variant=None, seed=0, vllm_is=False, **cfg_kw):
-    """Max |loss difference| and max |gradient difference| over all parameters, native vs subclass."""
+def compare(variant, tiny, native_variant=None, seed=0, vllm_is=None, sampler=False, **cfg_kw):
+    """Max |loss difference| and max |gradient difference| over all parameters, native vs subclass.
+
+    ``vllm_is``: a ``vllm_importance_sampling_mode``; the batch then carries sampler log-probs (pi_old plus
+    noise) and the ``importance_sampling_ratio`` TRL's own generation step computes from them
+    (``trl_harness.trl_sampling_inputs``).  ``sampler``: the sampler log-probs without the correction.
+    """
+    if vllm_is:
+        cfg_kw.update(vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=vllm_is,
+                      vllm_importance_sampling_clip_min=0.5, vllm_importance_sampling_clip_max=2.0)
     cfg = small_config(native_variant or variant, tiny, **cfg_kw)
     native = build(GRPOTrainer, tiny, cfg)
     ours = build(GRPOLessonsTrainer, tiny, cfg, variant=variant)
     batch = parity_batch(native, seed)
-    if vllm_is:  # TRL's default sequence_mask correction, with a made-up (B, 1) ratio: some 0, some != 1
-        ratio = torch.linspace(0.0, 2.0, batch["advantages"].shape[0]).unsqueeze(-1)
-        batch["importance_sampling_ratio"] = ratio
+    if vllm_is or sampler:
+        from trl_harness import trl_sampling_inputs
+
+        g = torch.Generator().manual_seed(seed + 100)
+        old, mask = batch["old_per_token_logps"], batch["completion_mask"]
+        sampling = old + 0.5 * torch.randn(old.shape, generator=g)
+        batch["sampling_per_token_logps"] = sampling
+        if vllm_is:
+            trl_fields = {k: getattr(cfg, k) for k in ("loss_type", "vllm_importance_sampling_correction",
+                                                       "vllm_importance_sampling_mode",
+                                                       "vllm_importance_sampling_clip_min",
+                                                       "vllm_importance_sampling_clip_max")}
+            batch["importance_sampling_ratio"] = trl_sampling_inputs(
+                old, sampling, mask.float(), max_completion_length=old.shape[1], **trl_fields
+            )["importance_sampling_ratio"]
         for t in (native, ours):
-            t.use_vllm, t.vllm_importance_sampling_correction = True, True
+            t.use_vllm, t.vllm_importance_sampling_correction = True, bool(vllm_is)
     l_nat, g_nat = loss_and_grads(native, batch)
     l_our, g_our = loss_and_grads(ours, batch)
     clip = native._metrics["train"].get("clip_ratio/region_mean", [float("nan")])[-1]
@@ -220,7 +251,7 @@ def compare(variant, tiny, native_variant=None, seed=0, vllm_is=False, **cfg_kw)
 def test_subclass_matches_trl_native_loss_and_gradient(variant, tiny):
     res = compare(variant, tiny, beta=0.04)  # beta != 0 everywhere: the KL path is compared too
     assert res["grad_norm"] > 1e-3, res  # a real gradient, not two zeros agreeing
-    if variant not in ("sapo",):
+    if variant not in ("sapo", "cispo", "vespo"):  # those log no clip_ratio/region_mean
         assert res["clip"] > 0.02, res  # the batch exercises clipping
     assert res["dloss"] < TOL and res["dgrad"] < TOL, res
 
@@ -232,10 +263,18 @@ def test_parity_under_gradient_accumulation(variant, tiny):
     assert res["grad_norm"] > 1e-3 and res["dloss"] < TOL and res["dgrad"] < TOL, res
 
 
-@pytest.mark.parametrize("variant", ["grpo", "sapo"])
-def test_parity_with_vllm_sequence_importance_sampling(variant, tiny):
-    """TRL's default vLLM correction (sequence_mask) is folded into the advantages: exact."""
-    res = compare(variant, tiny, seed=5, vllm_is=True)
+@pytest.mark.parametrize("variant,mode", [
+    ("grpo", "sequence_mask"), ("sapo", "sequence_truncate"), ("dapo", "token_truncate"), ("dapo", "token_mask"),
+    ("cispo", "sequence_mask"), ("vespo", "token_truncate"), ("vespo", "token_mask"),
+])
+def test_parity_with_vllm_importance_sampling(variant, mode, tiny):
+    """Every vLLM correction mode: the subclass uses TRL's sampler log-probs and matches TRL's loss."""
+    res = compare(variant, tiny, seed=5, vllm_is=mode)
+    assert res["grad_norm"] > 1e-3 and res["dloss"] < TOL and res["dgrad"] < TOL, res
+
+
+def test_parity_with_off_policy_mask_on_sampler_logps(tiny):
+    res = compare("dapo", tiny, seed=6, sampler=True, off_policy_mask_threshold=0.05)
     assert res["grad_norm"] > 1e-3 and res["dloss"] < TOL and res["dgrad"] < TOL, res
 
 
@@ -309,10 +348,15 @@ def test_dynamic_sampling_is_bounded_when_nothing_is_informative(tiny):
 def test_two_step_cpu_training_run(variant, tiny):
     cfg = small_config(variant, tiny, max_steps=2, learning_rate=1e-3,
                        mask_truncated_completions=False)  # the tiny model never emits EOS in 8 tokens
+    if variant.startswith("dppo_topk"):  # TRL keeps no sampler top-K log-probs: refused clearly
+        with pytest.raises(NotImplementedError, match="top-K"):
+            make_trainer(variant, model=tiny["path"], args=cfg, reward_funcs=[varied_reward],
+                         train_dataset=tiny["ds"], processing_class=tiny["tok"])
+        return
     dyn = variant == "dapo"  # the paper's dynamic sampling on one of them
     t = make_trainer(variant, model=tiny["path"], args=cfg, reward_funcs=[text_reward if dyn else varied_reward],
                      train_dataset=tiny["ds"], processing_class=tiny["tok"], dynamic_sampling=dyn)
-    assert isinstance(t, GRPOLessonsTrainer) == (variant in ("gspo_token", "gopo") or dyn)
+    assert isinstance(t, GRPOLessonsTrainer) == (variant in NOT_IN_TRL or dyn)
     before = {n: p.detach().clone() for n, p in t.model.named_parameters()}
     t.train()
     logs = [h for h in t.state.log_history if "loss" in h]

@@ -407,7 +407,8 @@ def test_two_grpo_budget_arithmetic():
     assert b["ratio"]["prompts_per_batch"] == 8 and b["ratio"]["rollouts_per_batch"] == 1
     assert b["ratio"]["total_rollouts"] == 0.125 and b["ratio"]["steps"] == 0.125
     assert b["2-GRPO"]["total_rollouts"] == 16384 and b["16-GRPO"]["steps"] == 256
-    assert get_variant("2-grpo").train_defaults["prompts_per_batch_factor"] == 16 // 2
+    # the trainer's default budget: the completions per step of its G = 8 default, 8 x 8 = 32 prompts x 2
+    assert get_variant("2-grpo").train_defaults["prompts_per_step"] * 2 == 8 * 8
     with pytest.raises(ValueError):
         two_grpo_budget(rollouts_per_batch=100)  # not a multiple of 16
     assert informative_pair_probability(0.5) == 0.5 and informative_pair_probability(0.9) == pytest.approx(0.18)

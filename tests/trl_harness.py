@@ -53,11 +53,21 @@ def _config_key(**config):
 
 
 def trl_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
-             ref_logp: torch.Tensor | None = None, **config) -> tuple[torch.Tensor, torch.Tensor]:
+             ref_logp: torch.Tensor | None = None, sampling_logp: torch.Tensor | None = None,
+             **config) -> tuple[torch.Tensor, torch.Tensor]:
     """TRL's loss and its gradient w.r.t. ``logp`` for the ``GRPOConfig`` fields in ``config``.
 
-    ``config`` must contain ``max_completion_length`` (TRL's Dr. GRPO constant).
+    ``config`` must contain ``max_completion_length`` (TRL's Dr. GRPO constant).  With
+    ``sampling_logp`` (the sampler's log-probs) the batch carries what TRL's vLLM path stores:
+    ``sampling_per_token_logps`` and, with ``vllm_importance_sampling_correction=True``, the
+    ``importance_sampling_ratio`` TRL's own generation step computes (:func:`trl_sampling_inputs`).
     """
+    extra = {}
+    if sampling_logp is not None:
+        if config.get("vllm_importance_sampling_correction"):
+            extra = trl_sampling_inputs(old_logp, sampling_logp, mask, **config)
+        else:
+            extra = {"sampling_per_token_logps": sampling_logp.detach().clone()}
     trainer = trl_trainer(**config)
     leaf = logp.detach().clone().requires_grad_(True)
     B, T = leaf.shape
@@ -78,7 +88,56 @@ def trl_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask
     }
     if ref_logp is not None:
         inputs["ref_per_token_logps"] = ref_logp.detach().clone()
+    if "old_per_token_logps" in extra:  # TRL's padded copy must equal ours where it matters
+        assert torch.allclose(extra.pop("old_per_token_logps") * mask, old_logp * mask)
+    inputs.update(extra)
     trainer.model.train()
-    loss = trainer._compute_loss(trainer.model, inputs)
+    saved_vllm = trainer.use_vllm
+    trainer.use_vllm = "importance_sampling_ratio" in inputs  # TRL applies the weights only on its vLLM path
+    try:
+        loss = trainer._compute_loss(trainer.model, inputs)
+    finally:
+        trainer.use_vllm = saved_vllm
     (grad,) = torch.autograd.grad(loss, leaf)
     return loss.detach(), grad
+
+
+def trl_sampling_inputs(old_logp: torch.Tensor, sampling_logp: torch.Tensor, mask: torch.Tensor,
+                        **config) -> dict[str, torch.Tensor]:
+    """The batch fields TRL's own generation step derives from the sampler's log-probs.
+
+    Runs TRL's ``_generate_and_score_completions`` with vLLM's role played by a stub: ``_generate``
+    returns completions of the lengths in ``mask`` with ``sampling_logp`` as the sampler's per-token
+    log-probs, and the trainer's log-prob function returns ``old_logp`` (pi_old).  TRL then pads them
+    and computes ``importance_sampling_ratio`` (its TIS/MIS weights for
+    ``vllm_importance_sampling_mode``) with its own code.  Returns ``importance_sampling_ratio``,
+    ``sampling_per_token_logps`` and ``old_per_token_logps`` as TRL stores them in ``inputs``.
+    """
+    trainer = trl_trainer(**config)
+    B, T = old_logp.shape
+    lengths = [int(n) for n in mask.sum(-1).tolist()]
+    if max(lengths) != T or min(lengths) < 1:
+        raise ValueError("the harness needs a full-length row and no empty row")
+    token = 7  # an ordinary token: not EOS, not padding
+    assert token not in (*trainer.eos_token_ids, trainer._tokenizer.pad_token_id)
+
+    def fake_generate(prompts):
+        ids = [[token] * n for n in lengths]
+        logps = [sampling_logp[i, :n].tolist() for i, n in enumerate(lengths)]
+        return [[1] for _ in prompts], ids, None, ["x"] * len(prompts), logps, {}, None, None
+
+    def fake_logps(model, input_ids, attention_mask, logits_to_keep, **kw):
+        assert logits_to_keep == T
+        return old_logp.detach().clone(), None, None
+
+    saved = trainer._generate, trainer._get_per_token_logps_and_entropies, trainer.use_vllm
+    trainer._generate, trainer._get_per_token_logps_and_entropies = fake_generate, fake_logps
+    trainer.use_vllm = True  # the only switch TRL reads to take its vLLM importance-sampling path
+    try:
+        trainer.model.train()
+        batch = trainer._generate_and_score_completions([{"prompt": "1+1"} for _ in range(B)])
+    finally:
+        trainer._generate, trainer._get_per_token_logps_and_entropies, trainer.use_vllm = saved
+    assert torch.equal(batch["completion_mask"].to(mask.dtype), mask)
+    return {k: batch[k] for k in ("importance_sampling_ratio", "sampling_per_token_logps", "old_per_token_logps")
+            if k in batch}
