@@ -286,18 +286,13 @@ def metrics_phase(samples: dict, out: Path) -> dict:
                              "duplicate_share": 1 - sum(len(set(g)) for g in kept) / len(flat) if flat else None}
     rs_summary["pool_pass@1"] = sum(sum(r) for r in pool["rewards"]) / sum(len(r) for r in pool["rewards"])
 
-    # DPO pairs that differ in approach, from the pool's groups (when the package has the pair builder)
-    pair_summary = None
-    builder = getattr(dv, "diverse_pairs", None)
-    if builder is None:
-        try:
-            from grpo_lessons import dpo as _dpo
-            builder = getattr(_dpo, "diverse_pairs", None)
-        except ImportError:
-            builder = None
-    if builder is not None:
-        pairs = builder(pool["texts"], pool["rewards"])
-        pair_summary = {"pairs": len(pairs), "groups": len(pool["texts"])}
+    # DPO pairs that differ in approach, from the pool's groups (chosen right, rejected wrong with another key)
+    from grpo_lessons.dpo import diverse_dpo_pairs
+
+    pairs = diverse_dpo_pairs(pool["texts"], pool["rewards"], min_gap=0.5)
+    pair_summary = {"pairs": len(pairs), "groups": len(pool["texts"]),
+                    "groups_with_mixed_rewards": sum(1 for r in pool["rewards"] if 0 < sum(r) < len(r)),
+                    "examples": [{"chosen": p.chosen, "rejected": p.rejected} for p in pairs[:5]]}
     result = {"table": table, "best_of_n": bon, "rejection_sampling": rs_summary, "dpo_pairs": pair_summary,
               "machine": samples["machine"], "config": cfg, "model": samples["model"], "timing_s": samples["timing_s"]}
     _write_outputs(result, out)
