@@ -294,7 +294,8 @@ def metrics_phase(samples: dict, out: Path) -> dict:
                     "groups_with_mixed_rewards": sum(1 for r in pool["rewards"] if 0 < sum(r) < len(r)),
                     "examples": [{"chosen": p.chosen, "rejected": p.rejected} for p in pairs[:5]]}
     result = {"table": table, "best_of_n": bon, "rejection_sampling": rs_summary, "dpo_pairs": pair_summary,
-              "machine": samples["machine"], "config": cfg, "model": samples["model"], "timing_s": samples["timing_s"]}
+              "machine": samples["machine"], "config": cfg, "model": samples["model"], "timing_s": samples["timing_s"],
+              "appended": samples.get("appended")}
     _write_outputs(result, out)
     return result
 
@@ -350,6 +351,12 @@ def markdown(result: dict) -> str:
     lines += ["", f"Rejection sampling (top-{c['rs_top_k']} per prompt, {c['pool_prompts']} training prompts x {c['k']} "
               f"samples from the base model): {json.dumps(result['rejection_sampling'])}", "",
               f"DPO pairs that differ in approach, from the same groups: {json.dumps(result['dpo_pairs'])}", "",
+              *([f"Rows added later with `--append` (started {', '.join(a['date'] for a in result['appended'])}, load "
+                 f"{', '.join(str(a['load_average_at_start']) for a in result['appended'])}): "
+                 + ", ".join(r["method"] for r in result["table"] if r["method"].startswith("entropy"))
+                 + ". They ran with a later version of the trainer (the one with the entropy bonus); their sampled "
+                   "training batches differ from the GRPO row's from the first step, so the rows are not paired.", ""]
+                if result.get("appended") else []),
               f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, no GPU, {m['torch_threads']} torch thread(s), "
               f"torch {m['torch']}; started {m['date']}; load average at start {m['load_average_at_start']}, at end "
               f"{m.get('load_average_at_end')}. The CPU was shared with other engineers' tests and benchmarks, so "
