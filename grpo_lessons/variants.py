@@ -284,12 +284,13 @@ register(Variant(
 register(Variant(
     name="gopo",
     title="GOPO (Group Ordinal Policy Optimization)",
-    advantage_scale="rank", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
+    advantage_scale="rank", ratio_level="token", objective="clip", aggregation="token_mean",
     citation="Choi et al. 2026, GOPO: Policy Optimization using Ranked Rewards, arXiv 2602.03876",
     loss_defaults={"epsilon": 0.2, "epsilon_high": None},
     train_defaults={},
     trl={},  # not in TRL 1.16: GRPOLessonsTrainer replaces TRL's advantages by rank_advantages
     notebook="16_gopo.ipynb",
     notes="A = 2 - 4 (rank - 1)/(G - 1), rank 1 = best, average ranks for ties (the authors break ties "
-          "arbitrarily: rank_advantages(ties='first')). Invariant to monotonic reward transforms.",
+          "arbitrarily: rank_advantages(ties='first')). Invariant to monotonic reward transforms. "
+          "Clipped loss with a token mean, as the authors' code.",
 ))

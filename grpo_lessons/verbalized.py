@@ -20,7 +20,9 @@ Probability rules (documented fallbacks; the result's ``.fallback`` says which a
    NaN/inf, or non-numeric: *invalid* (treated as missing).
 2. Candidates whose text is the same (whitespace and case ignored) are one response: their stated
    probabilities are added, the first spelling is kept.
-3. ``fallback=None``: every candidate had a valid probability and their sum is positive -> divide by the sum.
+3. The prompt's own templates, echoed back (``[response] (probability: X.XX)``, ``<text>...</text>``), are not
+   candidates -- the chapter's snippet decodes the prompt together with the reply.
+4. ``fallback=None``: every candidate had a valid probability and their sum is positive -> divide by the sum.
    ``fallback="imputed"``: some are missing/invalid -> each gets the mean of the valid ones, then normalise.
    ``fallback="uniform"``: none is usable (all missing/invalid, or all zero) -> ``1/n`` each.
 """
@@ -88,8 +90,8 @@ def verbalized_prompt(task: str, k: int = 5, style: Literal["tags", "chapter"] =
             f"{task}\n\n"
             f"Write {k} different responses to the request above. For each one, also give the probability "
             f"that you would produce it, a number between 0 and 1; the {k} probabilities should sum to 1.\n"
-            "Put every response in its own <response> block, with the text inside <text> tags and the "
-            "probability inside <probability> tags, like this:\n"
+            "Put every response in its own response block, with its text and its probability in their own "
+            "tags, exactly like this:\n"
             "<response><text>...</text><probability>0.25</probability></response>\n"
             "Write nothing outside the blocks."
         )
@@ -245,11 +247,18 @@ def _parse_chapter(text: str) -> list[tuple[str, float | None]]:
             body = lines[-1] if lines else ""
             body = body.strip().strip("[]").strip()
         body = _LIST_MARK.sub("", body, count=1).strip().strip('"').strip()
+        if m.group(1).strip().upper() == "X.XX":
+            continue  # the prompt's own template, echoed (e.g. the whole sequence decoded, prompt included)
         if body:
             out.append((_clean_text(body), parse_probability(m.group(1))))
         if len(out) >= MAX_CANDIDATES:
             break
     return out
+
+
+# The placeholders of verbalized_prompt's examples: a model (or a decode that includes the prompt) echoing
+# the format is not a candidate.
+_TEMPLATE_TEXTS = frozenset({"...", "…"})
 
 
 def _key(t: str) -> str:
@@ -272,6 +281,9 @@ def parse_verbalized(text: Any, max_chars: int = MAX_CHARS) -> Candidates:
         raw, fmt = _parse_tags(text), "tags"
         if not raw:
             raw, fmt = _parse_chapter(text), "chapter"
+        if not raw:
+            return Candidates()
+        raw = [(b, p) for b, p in raw if b.strip() not in _TEMPLATE_TEXTS]  # echoed prompt templates
         if not raw:
             return Candidates()
         merged: dict[str, list] = {}

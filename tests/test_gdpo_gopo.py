@@ -238,11 +238,14 @@ def test_registry_entries_and_policy_loss_run_with_them():
     torch.manual_seed(0)
     logp = torch.randn(4, 5, requires_grad=True)
     mask = torch.ones(4, 5)
-    for name in ("gdpo", "gopo"):
+    assert get_variant("gopo").aggregation == "token_mean"  # the authors' token mean
+    for name, same in (("gdpo", "grpo"), ("gopo", "bnpo")):
         adv = variant_advantages(torch.tensor([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 1.0]]), 2, name)
-        out = policy_loss(logp, logp.detach(), adv, mask, variant=name)
-        ref = policy_loss(logp, logp.detach(), adv, mask, variant="grpo")  # same ratio/objective/aggregation
-        assert torch.allclose(out.loss, ref.loss)
+        mask = torch.tensor([[1.0] * 5, [1.0] * 3 + [0.0] * 2, [1.0] * 4 + [0.0], [1.0] * 5])  # unequal lengths
+        old = logp.detach() + 0.3 * torch.randn(4, 5)
+        out = policy_loss(logp, old, adv, mask, variant=name)
+        ref = policy_loss(logp, old, adv, mask, variant=same)  # same ratio/objective/aggregation pieces
+        assert torch.allclose(out.loss, ref.loss) and out.loss.abs() > 0
     # group_advantages takes the new scales too (1-D rewards)
     assert group_advantages([1.0, 0.0, 2.0, 2.0], 2, scale="rank").tolist() == [2.0, -2.0, 0.0, 0.0]
 

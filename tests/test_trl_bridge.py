@@ -105,7 +105,7 @@ EXPECTED = {  # the papers' settings (REFERENCES.md), as TRL 1.16 fields
     # ScaleRL: CISPO's cap; TRL's "none" advantages, rescaled by the subclass (batch_centered)
     "scalerl": {"loss_type": "cispo", "epsilon_high": 5.0, "scale_rewards": "none", "beta": 0.0},
     "gdpo": {"loss_type": "grpo", "multi_objective_aggregation": "normalize_then_sum", "epsilon": 0.2},
-    "gopo": {"loss_type": "grpo", "multi_objective_aggregation": "sum_then_normalize", "scale_rewards": "group"},
+    "gopo": {"loss_type": "dapo", "multi_objective_aggregation": "sum_then_normalize", "scale_rewards": "group"},
 }
 
 

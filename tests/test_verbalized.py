@@ -42,7 +42,7 @@ def probs(c):
 def test_prompts_ask_for_k_and_name_the_format():
     p = verbalized_prompt("Tell me a joke about cats.", k=5)
     assert "Tell me a joke about cats." in p and "5 different responses" in p
-    assert "<response><text>" in p and "<probability>" in p and "sum to 1" in p
+    assert "<response><text>...</text><probability>" in p and "sum to 1" in p
     c = verbalized_prompt("Name a colour.", k=3, style="chapter")
     assert "Format: [response] (probability: X.XX)" in c and "3 different responses" in c
     with pytest.raises(ValueError, match="positive integer"):
@@ -122,6 +122,16 @@ def test_truncated_and_unclosed_output():
     assert [x.text for x in c] == ["only", "pairs"] and probs(c) == [0.75, 0.25]
     c = parse_verbalized("<response>no text tags <probability>0.5</probability></response>")
     assert [x.text for x in c] == ["no text tags"]
+
+
+def test_echoed_prompt_templates_are_not_candidates():
+    prompt = verbalized_prompt("Name a colour.", k=2, style="chapter")
+    c = parse_verbalized(prompt + "\n[red] (probability: 0.6)\n[blue] (probability: 0.4)")
+    assert [x.text for x in c] == ["red", "blue"] and c.fallback is None
+    tags = verbalized_prompt("Name a colour.", k=2)
+    c = parse_verbalized(tags + "\n" + tagged(("red", 0.6), ("blue", 0.4)))
+    assert [x.text for x in c] == ["red", "blue"] and probs(c) == [0.6, 0.4]
+    assert parse_verbalized(tags) == []
 
 
 def test_nothing_to_parse():
