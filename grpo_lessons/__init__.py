@@ -15,6 +15,8 @@ from .advantages import (
     variant_advantages,
     zero_gradient_probability,
 )
+from .correction import off_policy_sequence_mask, rollout_weights
+from .divergence import topk_divergence
 from .kl import exact_kl, kl_estimate
 from .losses import LossOutput, policy_loss
 from .variants import VARIANTS, Variant, get_variant, list_variants, register
@@ -29,6 +31,9 @@ __all__ = [
     "variant_advantages",
     "zero_gradient_probability",
     "kl_estimate",
+    "rollout_weights",
+    "off_policy_sequence_mask",
+    "topk_divergence",
     "exact_kl",
     "policy_loss",
     "LossOutput",

@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--reward-weights", type=float, nargs="+", default=None,
                    help="one weight per reward function of the task")
     t.add_argument("--max-minutes", type=float, default=None,
-                   help="stop after this much training time in this invocation (a --resume gets a new budget)")
+                   help="stop after this much training time in this invocation, evaluation excluded (a --resume gets a new budget)")
     t.add_argument("--precision", default=d.precision, choices=["fp32", "bf16-mixed"],
                    help="bf16-mixed: bf16 autocast forward/backward, fp32 weights and loss")
     t.add_argument("--sampler-dtype", default=None, choices=["float32", "bfloat16", "float16"],

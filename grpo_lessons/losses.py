@@ -35,6 +35,8 @@ class LossOutput:
     #   kl_importance_weighted (TRL's use_bias_correction_kl), else k3 -- exactly what TRL logs as "kl"
     clip_frac_low: float | None  # share of completion tokens with ratio < 1 - eps_low and A < 0
     clip_frac_high: float | None  # share with ratio > 1 + eps_high and A > 0
+    #   CISPO: high = ratio above the cap with A > 0 (TRL's cispo_clip_ratio), low = 0;
+    #   DPPO: tokens the trust region masks with A > 0 (high) / A <= 0 (low)
     ratio_mean: float  # masked mean of the importance ratio
     per_token_loss: torch.Tensor  # (B, T) before aggregation (detached)
     variant: str
@@ -93,7 +95,11 @@ def policy_loss(
     ``adv`` is ``(B,)``, one advantage per completion.
 
     ``variant`` is a registry name (``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``, ``gspo``,
-    ``gspo_token``, ``sapo``, ``2-grpo``; named as TRL's ``loss_type`` where TRL has one).
+    ``gspo_token``, ``sapo``, ``2-grpo``, ``cispo``, ``vespo``, ``dppo_binary_tv``, ``dppo_binary_kl``,
+    ``dppo_topk_tv``, ``dppo_topk_kl``, ``scalerl``; named as TRL's ``loss_type`` where TRL has one).
+    CISPO's ``epsilon_high`` is an absolute cap on the ratio (TRL's meaning; ``epsilon`` alone sets it,
+    as TRL's fallback does); DPPO takes ``kind``, ``delta_low``, ``delta_high``, ``ratio_cap`` and VESPO
+    ``k_pos``, ``lambda_pos``, ``k_neg``, ``lambda_neg`` as options.
     ``epsilon`` / ``epsilon_high`` (and objective options such as ``tau_pos``, ``tau_neg``)
     default to the *paper's* values in the registry: 0.2 for GRPO, 0.2 / 0.28 for DAPO,
     3e-4 / 4e-4 for GSPO.  Passing ``epsilon`` without ``epsilon_high`` gives the symmetric range

@@ -94,8 +94,8 @@ BASE_COLUMNS = [
     "correction_truncated_frac", "correction_masked_frac", "off_policy_masked_frac",
     # the entropy bonus (entropy: the sampler's mean token entropy) and ScaleRL's retired prompts
     "entropy", "entropy_bonus", "retired", "pool_size",
-    # where the step's time went (seconds): sampling + scoring, training forward, backward, optimiser
-    "time_sample", "time_forward", "time_backward", "time_optimizer",
+    # where the step's time went (seconds): sampling + scoring, training forward, backward, optimiser, evaluation
+    "time_sample", "time_forward", "time_backward", "time_optimizer", "time_eval",
     "seconds", "elapsed",
 ]
 

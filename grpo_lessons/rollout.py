@@ -244,7 +244,9 @@ class Rollout:
     ``lengths`` counts the masked tokens (EOS included).  ``logps`` (or None) are the per-token
     log-probs of the sampling distribution, 0 on padding, recomputed by a forward pass of the model;
     ``sampling_logps`` (or None) are the log-probs the sampler itself used when it drew each token (its own
-    logits, possibly a low-precision copy of the policy), 0 on padding.
+    logits, possibly a low-precision copy of the policy), 0 on padding; ``sampling_entropy`` the entropy of each
+    position's sampling distribution, and (``record_topk``) ``sampler_topk_ids``/``sampler_topk_logps`` its K
+    most likely tokens, for the entropy bonus and DPPO's top-K divergence.
     """
 
     prompts: list  # the P prompts as given (strings or chat messages)
@@ -398,7 +400,7 @@ class InverseCDFSampler:
             drop = torch.zeros_like(lp, dtype=torch.bool).scatter(-1, idx, before >= self.top_p)
             lp = torch.log_softmax(lp.masked_fill(drop, float("-inf")), dim=-1)
         p = lp.exp()  # (N, V)
-        self._entropy.append(-torch.where(p > 0, p * lp, torch.zeros_like(p)).sum(-1))  # (N,)
+        self._entropy.append(-(p * lp).nansum(-1))  # (N,); a truncated-away token gives 0 * -inf = NaN: skipped
         if self.record_topk:
             top = lp.topk(min(self.record_topk, lp.shape[-1]), dim=-1)  # (N, K), most likely first
             self._topk.append((top.indices, top.values))

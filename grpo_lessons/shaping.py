@@ -51,6 +51,9 @@ def truncation_mask(truncated) -> torch.Tensor:
 def informative_groups(rewards, group_size: int) -> torch.Tensor:
     """DAPO dynamic sampling's test: ``(N,) -> (N // G,)`` bool, True where a group's rewards are not all equal.
 
+    A reward matrix ``(N, K)`` (GDPO, which normalises each reward function apart) gives True where any
+    column varies within the group.
+
     Groups with accuracy 0 or 1 (more generally, zero reward variance) give zero advantage and no
     gradient; DAPO drops them and samples more prompts until the batch is full (drop and refill).
     veRL recipe ``filter_groups``.  NaN marks an unscorable completion (every reward function returned
@@ -59,6 +62,8 @@ def informative_groups(rewards, group_size: int) -> torch.Tensor:
     r = as_float_tensor(rewards, "rewards")
     if bool(torch.isinf(r).any()):
         raise ValueError("rewards contain inf")
+    if r.dim() == 2:
+        return torch.stack([informative_groups(r[:, k], group_size) for k in range(r.shape[1])]).any(dim=0)
     if r.dim() != 1 or group_size < 1 or r.numel() % group_size:
         raise ValueError(f"rewards must be (N,) with N a multiple of group_size={group_size}, got {tuple(r.shape)}")
     g = r.view(-1, group_size)
@@ -74,7 +79,7 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     ``logits`` are the *tempered* logits ``z / T`` of the policy (what :func:`grpo_lessons.rollout.rollout_logps`
     returns with ``return_logits=True``), so this is the entropy of the distribution the tokens are sampled
     from, as TRL's ``entropy_from_logits`` after its division by the temperature and veRL's
-    ``entropy_from_logits``.  Gradients flow through ``logits``.
+    ``entropy_from_logits``.  Gradients flow through ``logits``.  ``TrainConfig(entropy_in="loss")``; notebook 17.
     """
     lg = logits.float()
     logp = torch.log_softmax(lg, dim=-1)  # (B, T, V)
@@ -87,7 +92,8 @@ def completion_entropy(entropy, mask) -> torch.Tensor:
     The entropy bonus "in the reward": ``r_i += alpha * H_i`` with ``H_i`` this value of the *sampling*
     distribution (``Rollout.sampling_entropy``: ``softmax(logits / T)`` at the sampling temperature, every
     completion token including the EOS), computed before the advantages, so it moves the policy only through
-    them.  Raises ``ValueError`` for mismatched shapes.
+    them.  With a low-precision sampler copy (``sampler_dtype``) it is that copy's distribution.
+    ``TrainConfig(entropy_in="reward")``; notebook 17.  Raises ``ValueError`` for mismatched shapes.
     """
     h = as_float_tensor(entropy, "entropy")
     m = as_float_tensor(mask, "mask")
@@ -102,7 +108,8 @@ def solved_groups(correct, group_size: int, threshold: float) -> torch.Tensor:
     ``correct`` ``(N,)``: 1 where a completion is right (the task's correctness reward is 1), 0 otherwise; NaN
     (unscorable) counts as not right.  Khatri et al. 2025 (arXiv 2510.13786, Sec. 3.2) retire a prompt for good
     once its pass rate reaches 0.9: it has little left to teach and would only add zero-advantage groups.
-    Neither TRL nor veRL has it.  Raises ``ValueError`` for a threshold outside ``(0, 1]`` or bad shapes.
+    Neither TRL nor veRL has it; ``TrainConfig(retire_solved_at=0.9)``, notebook 14.  Raises ``ValueError``
+    for a threshold outside ``(0, 1]`` or bad shapes.
     """
     c = as_float_tensor(correct, "correct")
     if not 0 < float(threshold) <= 1:

@@ -69,7 +69,8 @@ class TrainConfig:
     mask_truncated_completions: bool | None = None  # DAPO overlong filtering; None -> variant default
     overlong_cache_len: int | None = None  # DAPO soft overlong penalty buffer (tokens); None: off
     reward_weights: tuple[float, ...] | None = None  # None -> the task's weights
-    max_minutes: float | None = None  # stop after this much wall time (then evaluate and checkpoint); None: no limit
+    max_minutes: float | None = None  # stop after this much training time in this invocation (evaluation excluded,
+    #   timed in the CSV's time_eval), then evaluate and checkpoint; a resume gets a new budget; None: no limit
     save_model: bool = False  # write the trained model (or adapter) to out/model at the end
     dtype: str | None = None  # None: float32 on CPU
     device: str = "cpu"

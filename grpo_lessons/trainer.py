@@ -28,6 +28,13 @@ One step (:meth:`Trainer.step`), each line a named call into the pipeline's modu
                       entropy_in="loss": - alpha * aggregated token entropy)          shaping.token_entropy
                      backward (micro-batches), clip the gradient norm, AdamW step
 
+Speed (``TrainConfig``): ``precision="bf16-mixed"`` runs the training forward/backward under bf16 autocast
+(fp32 master weights, fp32 log-softmax and loss); ``sampler_dtype="bfloat16"`` samples with a bf16 copy of the
+weights, resynced in place after every update, and keeps that sampler's own log-probs (``sampling_logps``)
+beside the trainer's ``pi_old``: every row logs the gap (``mismatch_k3``, ``mismatch_ratio_min/mean/max`` of
+``pi_old / mu``), and ``rollout_correction`` / ``off_policy_mask_threshold`` hand it to :func:`policy_loss`
+(notebook 11).  The optimiser is fused AdamW; the sampler draws by inverse CDF (rollout.InverseCDFSampler).
+
 The configuration lives in :mod:`grpo_lessons.train_config`, the run records (metrics CSV, checkpoints,
 resume) in :mod:`grpo_lessons.records`.  This corresponds to TRL's ``GRPOTrainer`` with
 ``num_generations = G``, ``num_iterations = mu``, ``steps_per_generation = 1``,
@@ -389,7 +396,8 @@ class Trainer:
 
         self.stream = PromptStream(len(self.train_rows), cfg.seed)
         v = self.variant
-        self.record_topk = cfg.topk if v.objective == "dppo" and str(v.loss_defaults.get("kind", "")).startswith("topk") else 0
+        topk_variant = v.objective == "dppo" and str(v.loss_defaults.get("kind", "")).startswith("topk")
+        self.record_topk = cfg.topk if topk_variant else 0  # DPPO top-K: the sampler keeps its top-K per position
         self.entropy_reward = cfg.entropy_bonus if cfg.entropy_in == "reward" else 0.0
         self.entropy_coef = cfg.entropy_bonus if cfg.entropy_in == "loss" else 0.0
         # The reward matrix's columns: the reward functions, then the shaping terms as extra "reward functions"
@@ -399,7 +407,7 @@ class Trainer:
         self.step_count = 0
         self.history: list[dict] = []
         self.elapsed = 0.0  # training wall time of the whole run, across resumes (the CSV's `elapsed`)
-        self.session_elapsed = 0.0  # this invocation's: what max_minutes limits, so a resumed run gets a new budget
+        self.session_elapsed = 0.0  # this invocation's training time (no evaluation): what max_minutes limits
         self.initial_eval: dict | None = None
         self.out = Path(cfg.out)
         self.csv_path = self.out / METRICS_NAME
@@ -500,7 +508,7 @@ class Trainer:
             columns.append(penalty)
         if self.entropy_reward:
             columns.append(completion_entropy(ro.sampling_entropy, ro.completion_mask))  # H_i, weight alpha
-        R = torch.stack(columns, dim=1)  # (N, K')
+        R = torch.stack([c.to(rewards.device, rewards.dtype) for c in columns], dim=1)  # (N, K') on the rewards' device
         unscorable = torch.isnan(rewards)  # (N,) every reward function said None: shaping does not score it
         R[unscorable] = float("nan")
         w = torch.tensor(self.matrix_weights, dtype=R.dtype)
@@ -533,7 +541,8 @@ class Trainer:
         while True:
             need = cfg.prompts_per_step - sum(len(r) for r in kept_rows)
             rows, ro, r, parts, pen, R = self.sample_round(need)
-            informative = informative_groups(r, G)  # (need,) bool
+            # (need,) bool; GDPO normalises each reward function apart: a group is informative if any column varies
+            informative = informative_groups(R if self.variant.advantage_scale == "decoupled" else r, G)
             zero_std += int((~informative).sum())
             groups_seen += len(rows)
             seen_r.append(r), seen_parts.append(parts), seen_pen.append(pen), seen_ro.append(ro)
@@ -556,7 +565,7 @@ class Trainer:
             "lengths": torch.cat([x.lengths for x in seen_ro]).float(),
             "truncated": torch.cat([x.truncated for x in seen_ro]).float(),
             "empty": torch.cat([(x.lengths - x.is_eos.long()) == 0 for x in seen_ro]).float(),
-            "entropy": torch.cat([completion_entropy(x.sampling_entropy, x.completion_mask) for x in seen_ro]),
+            "entropy": torch.cat([completion_entropy(x.sampling_entropy, x.completion_mask).cpu() for x in seen_ro]),
             "frac_zero_std_groups": zero_std / groups_seen,
             "resample_rounds": rounds,
             "completions_sampled": int(all_r.numel()),
@@ -606,7 +615,8 @@ class Trainer:
         pw = prompt_weights(batch.loss_mask, cfg.group_size) if v.aggregation == "prompt_mean" else None
         total_tokens = float(batch.loss_mask.sum())
         acc = {k: 0.0 for k in ("loss", "policy_loss", "kl", "ratio_mean", "clip_low", "clip_high", "grad_norm",
-                                "truncated", "masked", "opm", "time_forward", "time_backward", "time_optimizer", "entropy_term")}
+                                "truncated", "masked", "opm", "time_forward", "time_backward", "time_optimizer",
+                                "entropy_term")}
         has_clip = has_kl = False
         seen_diag: set[str] = set()
         slp = batch.rollout.sampling_logps  # (N, T) the sampler's log-probs, or None
@@ -730,11 +740,13 @@ class Trainer:
         m = self.update(batch)         # mu optimiser steps on policy_loss
         self.step_count += 1
         row = {"step": self.step_count, **self._sample_fields(batch.stats), **m, "time_sample": t_sample}
-        if self._eval_due(self.step_count) or self._time_up(time.perf_counter() - t0):
+        t_train = time.perf_counter() - t0
+        if self._eval_due(self.step_count) or self._time_up(t_train):
             row.update(self._eval_fields(self.evaluate()))
-        row["seconds"] = time.perf_counter() - t0
+        row["seconds"] = time.perf_counter() - t0  # the whole step, evaluation included
+        row["time_eval"] = row["seconds"] - t_train if row.get("accuracy") is not None else 0.0
         self.elapsed += row["seconds"]
-        self.session_elapsed += row["seconds"]
+        self.session_elapsed += t_train  # the budget counts training only; evaluation is timed apart
         row["elapsed"] = self.elapsed
         row = {c: row.get(c) for c in self.columns}
         self.history.append(row)
@@ -765,7 +777,8 @@ class Trainer:
         }
 
     def _time_up(self, running: float = 0.0) -> bool:
-        """True once ``max_minutes`` of this invocation's wall time have been used (a resume starts a new budget)."""
+        """True once ``max_minutes`` of this invocation's training time (sampling, scoring, updates; not evaluation)
+        have been used.  A resume starts a new budget."""
         limit = self.cfg.max_minutes
         return limit is not None and self.session_elapsed + running >= 60.0 * limit
 

@@ -34,6 +34,7 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from .advantages import variant_advantages
+from .divergence import topk_divergence
 from .losses import policy_loss
 from .shaping import informative_groups
 from .variants import Variant, get_variant
@@ -125,8 +126,16 @@ def _derived_fields(v: Variant) -> dict[str, Any]:
     return fields
 
 
-def grpo_config(variant: str | Variant = "grpo", **overrides: Any):
+def grpo_config(variant: str | Variant = "grpo", *, rollout_correction: str | None = None,
+                rollout_clip_max: float | None = 3.0, rollout_clip_min: float | None = None, **overrides: Any):
     """A ``trl.GRPOConfig`` reproducing ``variant`` with its paper's loss settings.
+
+    ``rollout_correction`` / ``rollout_clip_max`` / ``rollout_clip_min`` take :func:`grpo_lessons.policy_loss`'s
+    names for the sampler correction and become TRL's ``vllm_importance_sampling_correction=True``,
+    ``vllm_importance_sampling_mode``, ``vllm_importance_sampling_clip_max/min`` (they act only with
+    ``use_vllm=True``: without vLLM TRL has no sampler log-probs).  Left unset, TRL's own default stays
+    (with vLLM: on, ``sequence_mask``, clip_max 3).  The off-policy sequence mask is TRL's own field:
+    pass ``off_policy_mask_threshold=``.
 
     Precedence: fields derived from the variant's pieces, then the registry's ``.trl`` entry (the
     TRL fields that reproduce the method), then :func:`machine_precision`, then ``report_to="none"``,
@@ -149,6 +158,16 @@ def grpo_config(variant: str | Variant = "grpo", **overrides: Any):
     fields.update(v.trl)
     fields.update(machine_precision())
     fields["report_to"] = "none"
+    if rollout_correction is not None:
+        from .correction import CORRECTION_MODES
+
+        if rollout_correction not in CORRECTION_MODES:
+            raise ValueError(f"unknown rollout_correction {rollout_correction!r}; known: {', '.join(CORRECTION_MODES)}")
+        if v.objective == "vespo" and not rollout_correction.startswith("token"):
+            raise ValueError("TRL's VESPO folds only token-level weights into W: use token_truncate or token_mask")
+        fields.update(vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=rollout_correction,
+                      vllm_importance_sampling_clip_max=rollout_clip_max,
+                      vllm_importance_sampling_clip_min=rollout_clip_min)
     fields.update(overrides)
     return GRPOConfig(**fields)
 
@@ -236,7 +255,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
       equal and refill the batch with informative groups of freshly drawn prompts, at most
       ``max_sampling_rounds`` extra generation rounds; an unfilled slot keeps an uninformative
       group (zero advantage, no policy gradient).  One process only.
-    * ``loss_options`` — objective options that have no GRPOConfig field.
+    * ``loss_options`` — objective options that have no GRPOConfig field (e.g. DPPO's ``delta_low``).
+    * ``dppo_top_k`` — K of DPPO's top-K variants (default 20).
 
     Hyper-parameters come from ``args``: ``epsilon``/``epsilon_high``, ``sapo_temperature_*``,
     ``beta``, ``use_bias_correction_kl``, ``max_completion_length`` (Dr. GRPO's constant).  The loss
@@ -253,15 +273,18 @@ class GRPOLessonsTrainer(GRPOTrainer):
     ``scale_rewards="none"`` advantages are divided by their batch std (all processes), and the prompt-level
     aggregation is normalised over the whole generation batch (weights computed before TRL shuffles it).
     What ``policy_loss`` cannot express raises ``NotImplementedError`` at construction
-    (``top_entropy_quantile``, ``delta``, the entropy bonus, the MoE aux loss, DPPO's top-K variants,
-    whose sampler top-K TRL does not keep): use ``loss_impl="trl"`` for the TRL features.  Dynamic sampling recomputes
+    (``top_entropy_quantile``, ``delta``, the entropy bonus, the MoE aux loss): use ``loss_impl="trl"``
+    for those.  DPPO's top-K variants: TRL keeps no sampler top-K, so the trainer keeps ``pi_old``'s top
+    ``dppo_top_k`` log-probs per position at generation time (the paper's "recompute" anchor) and, at
+    each loss, runs one extra no-grad forward for the current logits to get the divergence
+    (:func:`grpo_lessons.divergence.topk_divergence`).  Dynamic sampling recomputes
     nothing TRL computed: refill groups keep the advantages of the batch they were scored in (exact
     for ``scale_rewards="group"``/``"none"``; with ``"batch"`` each refill has its own batch std).
     """
 
     def __init__(self, *args, variant: str | Variant | None = None, loss_impl: str = "grpo_lessons",
                  dynamic_sampling: bool = False, max_sampling_rounds: int = 4,
-                 loss_options: dict[str, Any] | None = None, **kwargs):
+                 loss_options: dict[str, Any] | None = None, dppo_top_k: int = 20, **kwargs):
         super().__init__(*args, **kwargs)
         if loss_impl not in ("grpo_lessons", "trl"):
             raise ValueError(f"loss_impl must be 'grpo_lessons' or 'trl', got {loss_impl!r}")
@@ -272,6 +295,9 @@ class GRPOLessonsTrainer(GRPOTrainer):
             raise ValueError(f"max_sampling_rounds must be >= 0, got {max_sampling_rounds}")
         self.max_sampling_rounds = int(max_sampling_rounds)
         self.loss_options = dict(loss_options or {})
+        if not isinstance(dppo_top_k, int) or dppo_top_k < 1:
+            raise ValueError(f"dppo_top_k must be a positive integer, got {dppo_top_k!r}")
+        self.dppo_top_k = dppo_top_k
         self._last_rewards_per_func: torch.Tensor | None = None
         self._draw_count = 0
         self._check_supported()
@@ -301,9 +327,6 @@ class GRPOLessonsTrainer(GRPOTrainer):
         unsupported = []
         if a.top_entropy_quantile < 1.0:
             unsupported.append("top_entropy_quantile < 1")
-        if v.objective == "dppo" and str(v.loss_defaults.get("kind", "")).startswith("topk") \
-                and not str(self.loss_options.get("kind", "topk")).startswith("binary"):
-            unsupported.append(f"{v.name} (needs the sampler's top-K log-probs, which TRL 1.16 does not keep)")
         if a.delta is not None:
             unsupported.append("delta (two-sided clip)")
         if a.entropy_coef != 0.0 or a.use_adaptive_entropy:
@@ -395,7 +418,36 @@ class GRPOLessonsTrainer(GRPOTrainer):
             kw["off_policy_mask_threshold"] = self.args.off_policy_mask_threshold
         if self.variant.aggregation == "prompt_mean":
             kw["prompt_weights"] = inputs["prompt_weights"]
+        if self._topk_kind() is not None:
+            parts = []
+            for rows in self._row_chunks(inputs):  # one row's (T, V) logits at a time: V may be 150k
+                logits = self._completion_logits(self.model, inputs, rows)  # (b, T, V), no grad, tempered
+                parts.append(topk_divergence(inputs["old_topk_ids"][rows], inputs["old_topk_logps"][rows], logits,
+                                             inputs["completion_ids"][rows], kind=self._topk_kind(),
+                                             sampled_logp=old[rows].detach()))
+            kw["divergence"] = torch.cat(parts)  # (B, T)
         return kw
+
+    @staticmethod
+    def _row_chunks(batch, size: int = 1) -> list[slice]:
+        n = batch["completion_ids"].shape[0]
+        return [slice(i, min(i + size, n)) for i in range(0, n, size)]
+
+    def _topk_kind(self) -> str | None:
+        """``"tv"`` / ``"kl"`` for DPPO's top-K variants, else None."""
+        v = self.variant
+        kind = str(self.loss_options.get("kind", v.loss_defaults.get("kind", "")))
+        return kind.split("_")[1] if v.objective == "dppo" and kind.startswith("topk") else None
+
+    @torch.no_grad()
+    def _completion_logits(self, model, batch, rows: slice = slice(None)) -> torch.Tensor:
+        """The model's logits at the completion positions divided by the sampling temperature, ``(b, T, V)`` fp32."""
+        ids = torch.cat([batch["prompt_ids"][rows], batch["completion_ids"][rows]], dim=1)  # (b, P + T)
+        att = torch.cat([batch["prompt_mask"][rows], batch["completion_mask"][rows]], dim=1)  # (b, P + T)
+        T = batch["completion_ids"].size(1)
+        with self.accelerator.autocast():
+            logits = model(input_ids=ids, attention_mask=att).logits[:, -T - 1:-1, :]  # (B, T, V)
+        return logits.float() / self.temperature
 
     def _log_mean(self, name: str, value: float | None) -> None:
         if value is None:
@@ -466,10 +518,19 @@ class GRPOLessonsTrainer(GRPOTrainer):
         return self._scalerl_fields(self._dynamic_sampling_batch(inputs))
 
     def _scalerl_fields(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """ScaleRL's batch-level pieces, computed before TRL shuffles and splits the generation batch."""
+        """Batch-level pieces, computed before TRL shuffles and splits the generation batch: ScaleRL's
+        advantage scale and prompt weights, DPPO top-K's ``pi_old`` top-K log-probs."""
         v = self.variant
         if self.loss_impl == "trl":
             return batch
+        if self._topk_kind() is not None:
+            ids, lps = [], []
+            for rows in self._row_chunks(batch):
+                logp_old = torch.log_softmax(self._completion_logits(self.model, batch, rows), dim=-1)  # (b, T, V)
+                top = logp_old.topk(min(self.dppo_top_k, logp_old.shape[-1]), dim=-1)  # most likely first
+                ids.append(top.indices)
+                lps.append(top.values)
+            batch["old_topk_ids"], batch["old_topk_logps"] = torch.cat(ids), torch.cat(lps)  # (B, T, K)
         if v.advantage_scale == "batch_centered":
             # TRL's scale_rewards="none" gives r - mean_g; divide by the std of those over the whole batch
             # (every process), Bessel + 1e-4 like TRL's own stds (group_advantages(scale="batch_centered")).

@@ -221,7 +221,7 @@ register(Variant(
 
 register(Variant(
     name="vespo",
-    title="VESPO (Variational Sequence-level Soft Policy Optimization)",
+    title="VESPO (smooth weight phi(W) of the sequence importance ratio)",
     advantage_scale="group", ratio_level="token", objective="vespo", aggregation="token_mean",
     citation="Shen et al. 2026, VESPO, arXiv 2602.10693",
     loss_defaults={"k_pos": 2.0, "lambda_pos": 3.0, "k_neg": 3.0, "lambda_neg": 2.0},

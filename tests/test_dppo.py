@@ -20,6 +20,8 @@ D = torch.float64
 MU = torch.tensor([[0.5, 0.5, 0.9, 0.05]], dtype=D)
 P = torch.tensor([[0.7, 0.3, 0.99, 0.2]], dtype=D)
 A_TOK = torch.tensor([[1.0, -1.0, 1.0, 1.0]], dtype=D)
+# The last token sits exactly on the TV threshold (p - mu = 0.15): nudge delta so rounding cannot decide.
+TV_DELTA = {"delta_low": 0.15 + 1e-9, "delta_high": 0.15 + 1e-9}
 
 
 def _rows():
@@ -29,7 +31,7 @@ def _rows():
 
 def test_worked_case_masks_and_weights():
     lp, lmu, A, _ = P.log(), MU.log(), A_TOK, None
-    keep_tv = dppo_trust_mask(lp, lmu, A, kind="binary_tv", delta_low=0.15, delta_high=0.15)
+    keep_tv = dppo_trust_mask(lp, lmu, A, kind="binary_tv", **TV_DELTA)
     assert keep_tv.tolist() == [[0.0, 0.0, 1.0, 1.0]]
     kl = MU * (lmu - lp) + (1 - MU) * torch.log((1 - MU + 1e-8) / (1 - P + 1e-8))
     assert kl.squeeze().tolist() == pytest.approx([0.0872, 0.0872, 0.1445, 0.0939], abs=1e-4)
@@ -42,13 +44,30 @@ def test_worked_case_loss_and_gradient(variant, keep):
     """-A sg(min(p/mu, 3)) M log p, token mean: d loss / d log p_t = -A_t w_t M_t / 4, w = [1.4, 0.6, 1.1, 3.0]."""
     lp, lmu, A, mask = _rows()
     x = lp.clone().requires_grad_(True)
-    out = policy_loss(x, lmu, A, mask, variant=variant)  # no sampler: the anchor is pi_old = mu here
+    kw = TV_DELTA if variant.endswith("tv") else {}
+    out = policy_loss(x, lmu, A, mask, variant=variant, **kw)  # no sampler: the anchor is pi_old = mu here
     out.loss.backward()
     w = torch.tensor([1.4, 0.6, 1.1, 3.0], dtype=D)
     M = torch.tensor(keep, dtype=D)
     assert x.grad.squeeze(-1).tolist() == pytest.approx((-A * w * M / 4).tolist(), abs=1e-12)
     assert float(out.loss.detach()) == pytest.approx(float((-A * w * M * lp.squeeze(-1)).sum() / 4), abs=1e-12)
     assert out.clip_frac == pytest.approx(1 - sum(keep) / 4)
+
+
+@pytest.mark.parametrize("variant,keep", [("dppo_topk_tv", [0, 0, 1, 1]), ("dppo_topk_kl", [0, 0, 0, 0])])
+def test_worked_case_top_k_with_the_binary_divergence(variant, keep):
+    """The top-K modes take D from outside: given the worked case's binary TV / KL they mask the same tokens."""
+    lp, lmu, A, mask = _rows()
+    mu, p = lmu.exp(), lp.exp()
+    if variant.endswith("tv"):
+        div = (p - mu).abs()
+    else:
+        div = mu * (lmu - lp) + (1 - mu) * torch.log((1 - mu) / (1 - p))
+    x = lp.clone().requires_grad_(True)
+    kw = TV_DELTA if variant.endswith("tv") else {}
+    policy_loss(x, lmu, A, mask, variant=variant, divergence=div, **kw).loss.backward()
+    w = torch.tensor([1.4, 0.6, 1.1, 3.0], dtype=D)
+    assert x.grad.squeeze(-1).tolist() == pytest.approx((-A * w * torch.tensor(keep, dtype=D) / 4).tolist(), abs=1e-12)
 
 
 def test_anchor_is_the_sampler_when_given():
@@ -155,7 +174,7 @@ def test_topk_with_only_the_sampled_token_equals_the_binary_variant(kind, seed):
     binary = policy_loss(x2, mu_tok, adv, mask, variant=f"dppo_binary_{kind}", **kw)
     binary.loss.backward()
     assert 0 < binary.clip_frac < 1
-    assert float(top.loss) == pytest.approx(float(binary.loss), abs=1e-7)
+    assert float(top.loss.detach()) == pytest.approx(float(binary.loss.detach()), abs=1e-7)
     assert torch.allclose(x1.grad, x2.grad, atol=1e-8)
 
 

@@ -446,3 +446,35 @@ def test_fused_adamw_makes_the_same_update(tmp_path):
         params[opt] = [p.detach().clone() for p in tr.params]
     for a, b in zip(params["adamw-fused"], params["adamw"]):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_the_time_budget_excludes_evaluation(tmp_path, monkeypatch):
+    slow_eval = {"seconds": 0.3}
+    real = Trainer.evaluate
+
+    def slow(self):
+        import time
+        time.sleep(slow_eval["seconds"])
+        return real(self)
+
+    monkeypatch.setattr(Trainer, "evaluate", slow)
+    tr = Trainer(cfg(tmp_path, steps=3, eval_every=1, max_minutes=1.0 / 60), train_rows=ROWS, eval_rows=EVAL,
+                 reward_funcs=[digits])
+    res = tr.run(progress=False)
+    steps = [r for r in res.history if r["step"] > 0]
+    assert all(r["time_eval"] >= 0.3 for r in steps)
+    train_time = sum(r["seconds"] - r["time_eval"] for r in steps)
+    assert tr.session_elapsed == pytest.approx(train_time)
+    # 3 steps x (>= 0.3 s of evaluation) would exceed the 1 s budget if evaluation counted
+    assert len(steps) == 3 or train_time >= 1.0
+
+
+def test_rollout_correction_runs_and_logs_its_shares(tmp_path):
+    # a bf16 sampler and a tight truncation: some token weights pi_old / mu exceed 1.001 and are truncated
+    row = Trainer(cfg(tmp_path, eval_size=0, sampler_dtype="bfloat16", rollout_correction="token_truncate",
+                      rollout_clip_max=1.001, off_policy_mask_threshold=10.0), train_rows=ROWS,
+                  reward_funcs=[digits]).step()
+    assert row["mismatch_ratio_max"] > 1.001
+    assert 0 < row["correction_truncated_frac"] < 1
+    assert row["off_policy_masked_frac"] == 0.0  # a threshold of 10 nats masks nothing
+    assert math.isfinite(row["loss"])

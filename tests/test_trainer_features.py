@@ -70,10 +70,11 @@ def test_every_registered_variant_trains_one_step(tmp_path, variant):
     assert any(not torch.equal(a, p) for a, p in zip(before, tr.params)), "the update changed nothing"
 
 
-@pytest.mark.parametrize("variant", ["gdpo", "gopo", "scalerl", "cispo", "vespo", "dppo_topk_kl", "dppo_binary_tv"])
-def test_cli_trains_the_new_variants_by_name(tmp_path, variant):
+@pytest.mark.parametrize("variant", list_variants())
+def test_cli_trains_every_registered_variant_by_name(tmp_path, variant):
     out = tmp_path / variant
-    code = main(["train", "--model", "tiny-qwen2", "--variant", variant, "--steps", "1", "--group-size", "4",
+    size = [] if VARIANTS[variant].fixed_group_size else ["--group-size", "4"]  # 2-grpo: its own G = 2
+    code = main(["train", "--model", "tiny-qwen2", "--variant", variant, "--steps", "1", *size,
                  "--prompts-per-step", "2", "--max-new-tokens", "4", "--eval-size", "0", "--no-progress",
                  "--no-mask-truncated-completions", "--no-dynamic-sampling", "--out", str(out)])
     assert code == 0
@@ -403,3 +404,54 @@ def test_dppo_anchor_is_the_sampler_copy_when_there_is_one(tmp_path, monkeypatch
     tr = trainer(cfg(tmp_path, "plain", variant="dppo_binary_tv"))
     tr.update(tr.sample_batch())
     assert seen == [None]  # no sampler copy: the anchor is pi_old
+
+
+def test_shaping_pieces_by_hand():
+    from grpo_lessons.shaping import informative_groups
+
+    # NaN (unscorable) is ignored; fewer than two scored completions is no signal
+    nan = float("nan")
+    r = torch.tensor([nan, 1.0, 1.0, 1.0, nan, 0.0, 1.0, 0.0, nan, nan, nan, 1.0])
+    assert informative_groups(r, 4).tolist() == [False, True, False]
+    # GDPO's matrix: a group counts if any reward function varies in it (the sums may tie)
+    R = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
+    assert informative_groups(R, 2).tolist() == [True, False]
+    assert informative_groups(R.sum(1), 2).tolist() == [False, False]
+    # uniform over V: entropy log V; a one-hot-ish distribution: ~0
+    lg = torch.zeros(1, 2, 5)
+    lg[0, 1, 3] = 50.0
+    h = token_entropy(lg)
+    assert float(h[0, 0]) == pytest.approx(math.log(5), rel=1e-6) and float(h[0, 1]) < 1e-15 + 1e-12
+    # completion entropy: the masked mean, EOS included
+    H = completion_entropy(torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0]]), torch.tensor([[1, 1, 0], [1, 0, 0]]))
+    assert H.tolist() == [1.5, 4.0]
+
+
+@pytest.mark.parametrize("variant", ["grpo", "dapo", "scalerl"])
+def test_entropy_in_loss_adds_up_over_micro_batches(tmp_path, variant):
+    tok = tiny_tokenizer()
+    params = []
+    for mb in (4, 8):
+        model = tiny_qwen(tok)
+        tr = trainer(cfg(tmp_path, f"mb{mb}", micro_batch_size=mb, variant=variant, max_grad_norm=1e9,
+                         entropy_bonus=0.5, entropy_in="loss", mask_truncated_completions=False,
+                         dynamic_sampling=False), model=model, tokenizer=tok)
+        tr.optimizer = torch.optim.SGD(tr.params, lr=1.0)
+        row = tr.update(tr.sample_batch())
+        params.append([p.detach().clone() for p in tr.params] + [torch.tensor(row["entropy_bonus"])])
+    for a, b in zip(*params):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_sampler_entropy_under_top_k_truncation_is_that_of_the_truncated_distribution():
+    from grpo_lessons.rollout import InverseCDFSampler
+
+    torch.manual_seed(0)
+    scores = torch.randn(2, 10)
+    s = InverseCDFSampler(0.7, top_k=3, record_topk=3)
+    s(None, scores)
+    top = torch.softmax(scores.topk(3, dim=-1).values / 0.7, dim=-1)  # (2, 3) the renormalised top-3
+    torch.testing.assert_close(s.entropy()[:, 0], -(top * top.log()).sum(-1))
+    ids, lps = s.topk()
+    assert torch.equal(ids[:, 0], scores.topk(3, dim=-1).indices)
+    torch.testing.assert_close(lps[:, 0].exp(), top)

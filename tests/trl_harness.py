@@ -3,6 +3,8 @@
 The trainer is built once per configuration on a tiny offline Qwen2 model; its per-token
 log-prob function is replaced by one that returns *our* tensor, so TRL's loss code runs on
 exactly the numbers ``policy_loss`` sees, and autograd gives TRL's gradient w.r.t. them.
+For the vLLM importance-sampling correction, TRL's own generation step computes the weights from
+our sampler log-probs (vLLM's part is a stub; see :func:`trl_sampling_inputs`).
 """
 
 from __future__ import annotations
