@@ -102,7 +102,8 @@ def sample_phase(args) -> dict:
     model, tok = resolve_model(model_name)
     requests = list(REQUESTS[:args.requests])
     gens = {"config": {k: v for k, v in vars(args).items() if k != "out"}, "model": model_name, "requests": requests,
-            "machine": info, "timing_s": {}}
+            "machine": info, "timing_s": {},
+            "prompt_examples": {style: verbalized_prompt(requests[0], k=args.k, style=style) for style in args.styles}}
     t0 = time.perf_counter()
     gens["direct"] = generate(model, tok, [[{"role": "user", "content": r}] for r in requests], args.k,
                               max_new_tokens=args.direct_tokens, temperature=args.temperature, seed=args.seed)
@@ -187,6 +188,7 @@ def metrics_phase(gens: dict) -> dict:
                           "fallback": p[0].fallback}
                          for q, g, p in list(zip(gens["requests"], gens[key], parses))[:4]]
     return {"summary": summary, "examples": examples, "model": gens["model"], "machine": gens["machine"],
+            "prompt_examples": gens.get("prompt_examples"),
             "config": gens["config"], "timing_s": gens["timing_s"], "requests": gens["requests"]}
 
 
