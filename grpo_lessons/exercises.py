@@ -32,7 +32,7 @@ from typing import Any
 
 __all__ = [
     "Exercise", "ExerciseError", "NotAttempted", "register", "check", "get_exercise", "all_exercises",
-    "exercises_for", "is_stub", "learner_call", "close_to", "STRICT_ENV",
+    "exercises_for", "is_stub", "learner_call", "close_to", "close_to_list", "check_function", "STRICT_ENV",
 ]
 
 STRICT_ENV = "GRPO_LESSONS_EXERCISES"
@@ -140,7 +140,14 @@ def learner_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise NotAttempted
     if not callable(fn):
         raise ExerciseError(f"expected a function, got {type(fn).__name__}")
-    out = fn(*args, **kwargs)
+    try:
+        out = fn(*args, **kwargs)
+    except (NotAttempted, ExerciseError):
+        raise
+    except NotImplementedError:
+        raise NotAttempted from None
+    except Exception as err:  # the learner's code failing is a wrong answer, shown with its error
+        raise ExerciseError(f"your function raised {type(err).__name__}: {err}") from None
     if out is None or out is Ellipsis:
         raise NotAttempted
     return out
@@ -159,6 +166,41 @@ def close_to(answer: Any, expected: float, *, what: str, rel: float = 1e-3, abs_
         side = "too large" if x > expected else "too small"
         sign = " (wrong sign)" if x * expected < 0 else ""
         raise ExerciseError(f"{what} = {x:.6g} is {side}{sign}. {hint}".strip())
+
+
+def close_to_list(answer: Any, expected: Any, *, what: str, atol: float = 1e-4, hint: str = "") -> None:
+    """Check a list of numbers (or booleans) element by element; the error names the first wrong entry."""
+    exp = [float(e) for e in (expected.tolist() if hasattr(expected, "tolist") else expected)]
+    try:
+        got = [float(a) for a in (answer.tolist() if hasattr(answer, "tolist") else answer)]
+    except (TypeError, ValueError):
+        raise ExerciseError(f"{what} should be a list of {len(exp)} numbers, got {answer!r}") from None
+    if len(got) != len(exp):
+        raise ExerciseError(f"{what} should have {len(exp)} entries, got {len(got)}. {hint}".strip())
+    for i, (g, e) in enumerate(zip(got, exp)):
+        if not (abs(g - e) <= atol + 1e-6 * abs(e)):
+            sign = " (wrong sign)" if g * e < 0 else ""
+            raise ExerciseError(f"{what}: entry {i} is {g:.6g}{sign}, which is not right. {hint}".strip())
+
+
+def check_function(fn: Any, reference: Callable[..., Any], cases: list[tuple], *, what: str,
+                   atol: float = 1e-5, hint: str = "") -> None:
+    """Call a learner's function on each argument tuple of ``cases`` and compare with ``reference``.
+
+    Tensors, lists and numbers are compared element by element; the error shows the first failing input.
+    """
+    import torch
+
+    for args in cases:
+        got = learner_call(fn, *args)
+        want = reference(*args)
+        g = torch.as_tensor(got, dtype=torch.float64) if not isinstance(got, torch.Tensor) else got.detach().double()
+        w = torch.as_tensor(want, dtype=torch.float64) if not isinstance(want, torch.Tensor) else want.detach().double()
+        shown = ", ".join(repr(a.tolist() if hasattr(a, "tolist") else a) for a in args)
+        if g.shape != w.shape:
+            raise ExerciseError(f"{what}({shown}) has shape {tuple(g.shape)}, expected {tuple(w.shape)}. {hint}".strip())
+        if not torch.allclose(g, w, atol=atol, rtol=1e-5, equal_nan=True):
+            raise ExerciseError(f"{what}({shown}) returned {g.tolist()}, expected {w.tolist()}. {hint}".strip())
 
 
 def _strict() -> bool:

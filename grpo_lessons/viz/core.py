@@ -74,14 +74,15 @@ def _int_slider(value, lo, hi, step=1, desc=None):
     import ipywidgets as widgets
 
     return widgets.IntSlider(value=value, min=lo, max=hi, step=step, description=desc or "",
-                             continuous_update=False)
+                             continuous_update=False, style={"description_width": "initial"})
 
 
 def _float_slider(value, lo, hi, step, desc=None):
     import ipywidgets as widgets
 
     return widgets.FloatSlider(value=value, min=lo, max=hi, step=step, description=desc or "",
-                               continuous_update=False, readout_format=".2f")
+                               continuous_update=False, readout_format=".2f",
+                               style={"description_width": "initial"})
 
 
 def _generator(seed: int) -> torch.Generator:

@@ -81,13 +81,15 @@ def _interactive(draw, compute, **controls):
 def _int_slider(value, lo, hi, step=1, desc=""):
     import ipywidgets as widgets
 
-    return widgets.IntSlider(value=value, min=lo, max=hi, step=step, description=desc, continuous_update=False)
+    return widgets.IntSlider(value=value, min=lo, max=hi, step=step, description=desc, continuous_update=False,
+                             style={"description_width": "initial"})
 
 
 def _float_slider(value, lo, hi, step, desc="", fmt=".2f"):
     import ipywidgets as widgets
 
     return widgets.FloatSlider(value=value, min=lo, max=hi, step=step, description=desc, continuous_update=False,
+                               style={"description_width": "initial"},
                                readout_format=fmt)
 
 
@@ -337,7 +339,8 @@ def clip_higher_widget():
     return _interactive(plot_clip_higher, compute,
                         eps_low=_float_slider(0.2, 0.0, 0.5, 0.01, "eps_low"),
                         eps_high=_float_slider(0.28, 0.0, 0.6, 0.01, "eps_high"),
-                        sign=widgets.ToggleButtons(options=["A > 0", "A < 0"], value="A > 0", description="sign"))
+                        sign=widgets.ToggleButtons(options=["A > 0", "A < 0"], value="A > 0", description="sign",
+                                                   style={"description_width": "initial", "button_width": "5em"}))
 
 
 def overlong_penalty_curves(max_len: int = 20480, cache_len: int = 4096, factor: float = 1.0, *,

@@ -1,0 +1,178 @@
+"""Every notebook with a widget, opened in JupyterLab in a real (headless) Chromium: run all cells, move one
+control of every widget, and check that its output changed and that no cell shows an error.
+
+Notebooks are found generically (any notebook whose code builds a widget: ``*_widget(``, ``ipywidgets``,
+``interact(``), so notebooks added later are covered.  Needs Debian's ``chromium`` (/usr/bin/chromium, or
+``$CHROMIUM``) and the ``playwright`` Python package, pointed at that browser; skipped with a reason where
+either is missing.  The browser runs with no network features (closed network, no downloads).
+"""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+WIDGET_CODE = re.compile(r"_widget\(|import ipywidgets|from ipywidgets|interact\(")
+CONTROLS = ".widget-slider, .widget-toggle-buttons, .widget-dropdown, .widget-checkbox"
+TOKEN = "grpo-lessons-browser-test"
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium browser installed (apt-get install chromium)")
+
+
+def widget_notebooks() -> list[str]:
+    out = []
+    for p in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        code = "".join("".join(c["source"]) for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code")
+        if WIDGET_CODE.search(code):
+            out.append(p.name)
+    return out
+
+
+def test_discovery_finds_the_widget_notebooks():
+    names = widget_notebooks()
+    assert "03_clipped_surrogate_and_kl.ipynb" in names and "10_sapo.ipynb" in names
+    assert "19_trl_qwen.ipynb" not in names
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+    work = tmp_path_factory.mktemp("lab")
+    for name in widget_notebooks():  # a copy: JupyterLab may save, the repository stays untouched
+        shutil.copy(ROOT / "notebooks" / name, work / name)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+           f"--IdentityProvider.token={TOKEN}", f"--notebook-dir={work}", "--ServerApp.open_browser=False",
+           "--LabApp.news_url=", f"--LabApp.workspaces_dir={work / 'workspaces'}", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    log = open(work / "lab.log", "w")
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(f"{url}/api/status?token={TOKEN}", timeout=2)
+            break
+        except Exception:
+            time.sleep(0.5)
+    else:
+        proc.terminate()
+        pytest.fail("JupyterLab did not start: " + (work / "lab.log").read_text()[-2000:])
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser(lab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"])
+        yield b
+        b.close()
+
+
+def _wait_idle(page, timeout_s=240):
+    """Wait until no cell is queued or running ([*]) and the kernel reports idle."""
+    t0 = time.time()
+    while time.time() - t0 < timeout_s:
+        busy = page.evaluate("""() => [...document.querySelectorAll('.jp-InputArea-prompt')]
+                                  .some(e => e.textContent.includes('*'))""")
+        if not busy:
+            page.wait_for_timeout(700)
+            busy = page.evaluate("""() => [...document.querySelectorAll('.jp-InputArea-prompt')]
+                                      .some(e => e.textContent.includes('*'))""")
+            if not busy:
+                return
+        page.wait_for_timeout(300)
+    raise AssertionError("cells still running after %d s" % timeout_s)
+
+
+def _errors(page) -> list[str]:
+    return page.evaluate("""() => {
+        const out = [];
+        document.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], '
+            + '.jp-RenderedText[data-mime-type="application/vnd.jupyter.error"]').forEach(e => {
+            if (/Error|Traceback/.test(e.textContent)) out.push(e.textContent.slice(0, 400)); });
+        document.querySelectorAll('.jp-OutputArea-output').forEach(e => {
+            if (e.textContent.includes('Error displaying widget')) out.push('Error displaying widget'); });
+        return out; }""")
+
+
+MOVED: dict[str, int] = {}
+
+
+@pytest.mark.parametrize("nb_name", widget_notebooks())
+def test_widgets_respond_in_the_browser(browser, lab, nb_name):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        ws = re.sub(r"\W", "-", nb_name)  # a fresh workspace per notebook: no other notebook is restored
+        page.goto(f"{lab}/lab/workspaces/{ws}/tree/{nb_name}?reset&token={TOKEN}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-Toolbar-kernelStatus",
+                               timeout=90_000)
+        page.wait_for_timeout(1500)
+        page.locator(".jp-Notebook").first.click()
+        page.keyboard.press("Escape")
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
+        page.wait_for_timeout(2000)
+        _wait_idle(page)
+        assert not _errors(page), _errors(page)
+        cells = page.locator(".jp-CodeCell").filter(has=page.locator(CONTROLS))
+        n = cells.count()
+        assert n >= 1, f"{nb_name}: no widget rendered"
+        for i in range(n):
+            cell = cells.nth(i)
+            cell.scroll_into_view_if_needed()
+            out = cell.locator(".jp-Cell-outputArea").first
+            before = out.inner_html()
+            _move_one_control(cell)
+            page.wait_for_timeout(500)
+            _wait_idle(page, 120)
+            for _ in range(40):
+                if out.inner_html() != before:
+                    break
+                page.wait_for_timeout(250)
+            assert out.inner_html() != before, f"{nb_name}: widget {i} did not redraw after its control moved"
+        MOVED[nb_name] = n
+        assert not _errors(page), _errors(page)
+        print(f"{nb_name}: moved a control of {n} widget(s); total so far {sum(MOVED.values())}")
+    finally:
+        page.close()
+
+
+def _move_one_control(cell):
+    handle = cell.locator(".widget-slider .noUi-handle, .widget-slider .ui-slider-handle")
+    if handle.count():
+        handle.first.focus()
+        for _ in range(3):
+            handle.first.press("ArrowRight")
+        return
+    toggle = cell.locator(".widget-toggle-buttons button:not(.mod-active)")
+    if toggle.count():
+        toggle.first.click()
+        return
+    select = cell.locator(".widget-dropdown select")
+    if select.count():
+        opts = select.first.locator("option").all_inner_texts()
+        cur = select.first.input_value()
+        select.first.select_option(next(o for o in opts if o != cur))
+        return
+    cell.locator(".widget-checkbox input").first.click()
