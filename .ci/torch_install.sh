@@ -21,7 +21,9 @@ except Exception as err:
 PY
     then
         echo "installing $spec from $index"
-        "$py" -m pip install -q --index-url "$index" --extra-index-url https://pypi.org/simple "$spec" && exit 0
+        # torch alone from that index, then its pure-Python dependencies from pip's own index ("torch==X"
+        # is already met by the local X+cpu build, so the second call adds only what torch needs)
+        "$py" -m pip install -q --no-deps --index-url "$index" "$spec" && "$py" -m pip install -q "$spec" && exit 0
         echo "install from $index failed; using pip's default index" >&2
     fi
 fi
