@@ -1,4 +1,4 @@
-"""benchmarks/cpu_learning.py --preset ten-minutes: the 10-minute bf16 configuration, explicit flags still win."""
+"""benchmarks/cpu_learning.py --preset ten-minutes: the committed 10-minute configuration, explicit flags still win."""
 
 import importlib.util
 from pathlib import Path
@@ -16,11 +16,13 @@ def _load():
 def test_ten_minute_preset_and_overrides():
     mod = _load()
     a = mod.parse_args(["--preset", "ten-minutes"])
-    assert (a.minutes, a.precision, a.sampler_dtype, a.threads) == (10.0, "bf16-mixed", "bfloat16", 2)
+    assert (a.minutes, a.precision, a.sampler_dtype, a.threads) == (10.0, "fp32", None, 2)
     assert (a.lr, a.prompts_per_step, a.group_size, a.temperature, a.eval_size) == (3e-5, 8, 8, 0.7, 200)
-    assert a.out.endswith("cpu_learning_10min") and a.rollout_correction == "token_truncate"
-    assert mod.parse_args(["--preset", "ten-minutes", "--rollout-correction", "token_mask"]).rollout_correction == "token_mask"
+    assert a.out.endswith("cpu_learning_10min") and a.rollout_correction is None
+    fast = mod.parse_args(["--preset", "ten-minutes", "--precision", "bf16-mixed", "--sampler-dtype", "bfloat16",
+                           "--rollout-correction", "token_truncate"])
+    assert (fast.precision, fast.sampler_dtype, fast.rollout_correction) == ("bf16-mixed", "bfloat16", "token_truncate")
     b = mod.parse_args(["--preset", "ten-minutes", "--lr", "5e-5", "--minutes", "2"])
-    assert (b.lr, b.minutes, b.precision) == (5e-5, 2.0, "bf16-mixed")
+    assert (b.lr, b.minutes, b.precision) == (5e-5, 2.0, "fp32")
     c = mod.parse_args([])
     assert (c.minutes, c.precision, c.sampler_dtype) == (30.0, "fp32", None)  # the committed 30-minute run
