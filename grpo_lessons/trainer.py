@@ -37,10 +37,11 @@ beside the trainer's ``pi_old``: every row logs the gap (``mismatch_k3``, ``mism
 
 The configuration lives in :mod:`grpo_lessons.train_config`; building the model, reference, sampler and
 optimiser in :mod:`grpo_lessons.train_setup`; rewards, the reward matrix and evaluation in
-:mod:`grpo_lessons.scoring`; micro-batches, precision, the rollout-correction settings and the loss diagnostics
-and :func:`batch_loss` in :mod:`grpo_lessons.update`; the run records (metrics CSV, checkpoints, resume, the time
-budget: :class:`records.RunRecords`, which :class:`Trainer` extends) in :mod:`grpo_lessons.records`.  This file is
-the loop: :meth:`Trainer.step` and the short methods it calls.  It corresponds to TRL's ``GRPOTrainer`` with
+:mod:`grpo_lessons.scoring`; :func:`batch_loss` (the loss of one micro-batch) and the update's bookkeeping
+(micro-batches, precision, rollout-correction settings, loss diagnostics) in :mod:`grpo_lessons.update`; the run
+records (metrics CSV, checkpoints, resume, the time budget: :class:`records.RunRecords`, which :class:`Trainer`
+extends) in :mod:`grpo_lessons.records`.  This file is the loop: :meth:`Trainer.step` and the short methods it
+calls.  It corresponds to TRL's ``GRPOTrainer`` with
 ``num_generations = G``, ``num_iterations = mu``, ``steps_per_generation = 1``,
 ``max_completion_length = max_new_tokens``, ``top_k = 0``, ``top_p = 1``; see
 :attr:`grpo_lessons.variants.Variant.trl` for the loss settings of each variant.  The model stays in
