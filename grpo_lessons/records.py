@@ -1,4 +1,5 @@
-"""Run records: the metrics CSV, the data cursor, checkpoints and resuming.
+"""Run records: the metrics CSV, the data cursor, checkpoints and resuming, and :class:`RunRecords`, the part of
+:class:`grpo_lessons.trainer.Trainer` that writes them (each step's row, the time budget) and :class:`TrainResult`.
 
 Introduced in ``notebooks/05_grpo_end_to_end.ipynb``.  A run directory holds ``metrics.csv`` (one row per
 step, written a whole line at a time), ``config.json`` (the resolved configuration) and ``checkpoint.pt``
@@ -10,19 +11,24 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
 import os
 import random
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .scoring import eval_fields
 from .train_config import TRAJECTORY_FIELDS, TrainConfig
 
 __all__ = [
     "PromptStream", "BASE_COLUMNS", "load_history", "write_csv", "append_csv", "rng_state", "set_rng_state",
-    "save_checkpoint", "load_checkpoint", "CHECKPOINT_NAME", "METRICS_NAME", "CONFIG_NAME",
+    "save_checkpoint", "load_checkpoint", "TrainResult", "RunRecords", "open_run", "final_eval", "progress_text",
+    "CHECKPOINT_NAME", "METRICS_NAME", "CONFIG_NAME",
 ]
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -218,3 +224,132 @@ def load_checkpoint(trainer, path: Path) -> int:
     trainer.elapsed = float(state["elapsed"])
     trainer.initial_eval = state["initial_eval"]
     return trainer.step_count
+
+
+# ---------------------------------------------------------------------------------------------
+# A run's start and end
+# ---------------------------------------------------------------------------------------------
+
+
+def open_run(trainer) -> bool:
+    """Create the run directory, resume from its checkpoint when ``cfg.resume`` finds one (else start an empty
+    CSV), write ``config.json``; returns whether the run resumed."""
+    trainer.out.mkdir(parents=True, exist_ok=True)
+    resumed = trainer.cfg.resume and trainer.checkpoint_path.is_file()
+    if resumed:
+        trainer.load_checkpoint()
+        # Rows logged after the checkpoint belong to steps that will be run again: drop them.
+        write_csv(trainer.csv_path, trainer.columns, trainer.history)
+    else:
+        write_csv(trainer.csv_path, trainer.columns, [])
+    (trainer.out / CONFIG_NAME).write_text(json.dumps(trainer.conf, indent=1, default=str) + "\n")
+    return bool(resumed)
+
+
+def final_eval(history: list[dict], n: int) -> dict | None:
+    """The last evaluated row as ``{"step", "accuracy", "reward_mean", "completion_len", "n"}`` (None if none)."""
+    evals = [r for r in history if r.get("accuracy") is not None]
+    if not evals:
+        return None
+    last = evals[-1]
+    return {"step": last["step"], "accuracy": last["accuracy"], "reward_mean": last["eval_reward_mean"],
+            "completion_len": last["eval_completion_len"], "n": n}
+
+
+def progress_text(row: dict, history: list[dict]) -> str:
+    """The progress bar's postfix: this step's reward, KL, clip fraction, length, and the latest accuracy."""
+    def f(v, spec):
+        return "-" if v is None else format(v, spec)
+    acc = next((r["accuracy"] for r in reversed(history) if r.get("accuracy") is not None), None)
+    return (f"reward {f(row['reward_mean'], '.3f')} kl {f(row['kl'], '.4f')} clip {f(row['clip_frac'], '.3f')} "
+            f"len {f(row['completion_len'], '.1f')} acc {f(acc, '.3f')}")
+
+
+@dataclass
+class TrainResult:
+    """What :func:`grpo_lessons.trainer.train` returns."""
+
+    history: list[dict]  # one dict per step; history[0] is step 0 (the evaluation before training) when evaluated
+    csv_path: Path
+    final_eval: dict | None  # {"step", "accuracy", "reward_mean", "completion_len", "n"} at the end
+    initial_eval: dict | None
+    out: Path
+    config: dict  # the resolved configuration
+    checkpoint_path: Path | None
+    model: Any = field(repr=False, default=None)
+    tokenizer: Any = field(repr=False, default=None)
+
+
+
+class RunRecords:
+    """The run-record half of :class:`grpo_lessons.trainer.Trainer`: opening the run directory (resuming when
+    asked), each step's ``metrics.csv`` row, checkpoints, and the ``max_minutes`` budget.
+
+    It reads the trainer's ``cfg``, ``out``, ``csv_path``, ``checkpoint_path``, ``columns``, ``history``,
+    ``step_count`` and its ``evaluate`` / ``_eval_due`` / ``sync_sampler``.
+    """
+
+    def _init_records(self, out: Path) -> None:
+        """A fresh run's state: step 0, no history, no time spent; ``metrics.csv`` / ``checkpoint.pt`` under ``out``."""
+        self.step_count = 0
+        self.history: list[dict] = []
+        self.elapsed = 0.0  # training wall time of the whole run, across resumes (the CSV's `elapsed`)
+        self.session_elapsed = 0.0  # this invocation's training time (no evaluation): what max_minutes limits
+        self.initial_eval: dict | None = None
+        self.out = out
+        self.csv_path = out / METRICS_NAME
+        self.checkpoint_path = out / CHECKPOINT_NAME
+        self._started = False
+        self._saved_step: int | None = None
+
+    def save_checkpoint(self, path=None) -> Path:
+        """Write weights, optimizer, RNG states, step, data cursor and history (:func:`save_checkpoint`)."""
+        path = Path(path) if path is not None else self.checkpoint_path
+        save_checkpoint(self, path)
+        if path == self.checkpoint_path:
+            self._saved_step = self.step_count
+        return path
+
+    def load_checkpoint(self, path=None) -> int:
+        """Restore a checkpoint written by :meth:`save_checkpoint`; returns its step."""
+        path = Path(path) if path is not None else self.checkpoint_path
+        step = load_checkpoint(self, path)
+        self.sync_sampler()
+        if path == self.checkpoint_path:
+            self._saved_step = step
+        return step
+
+    def _start(self) -> None:
+        """Open the run directory (resuming when asked: :func:`open_run`), evaluate at step 0 (once)."""
+        if self._started:
+            return
+        self._started = True
+        if not open_run(self) and self._eval_due(0):
+            ev = self.evaluate()
+            self.initial_eval = dict(ev, step=0)
+            row = {c: None for c in self.columns}
+            row.update(step=0, **eval_fields(ev))
+            self.history.append(row)
+            append_csv(self.csv_path, self.columns, row)
+
+    def _record(self, row: dict, t0: float, t_train: float) -> dict:
+        """Time the step (``t0``: its start; ``t_train``: its seconds before evaluation), append the row to the
+        history and the CSV, checkpoint when due.  Returns the row in the CSV's column order."""
+        row["seconds"] = time.perf_counter() - t0  # the whole step, evaluation included
+        row["time_eval"] = row["seconds"] - t_train if row.get("accuracy") is not None else 0.0
+        self.elapsed += row["seconds"]
+        self.session_elapsed += t_train  # the budget counts training only; evaluation is timed apart
+        row["elapsed"] = self.elapsed
+        row = {c: row.get(c) for c in self.columns}
+        self.history.append(row)
+        append_csv(self.csv_path, self.columns, row)
+        every = self.cfg.checkpoint_every
+        if self.step_count == self.cfg.steps or (every and self.step_count % every == 0) or self._time_up():
+            self.save_checkpoint()
+        return row
+
+    def _time_up(self, running: float = 0.0) -> bool:
+        """True once ``max_minutes`` of this invocation's training time (sampling, scoring, updates; not evaluation)
+        have been used.  A resume starts a new budget."""
+        limit = self.cfg.max_minutes
+        return limit is not None and self.session_elapsed + running >= 60.0 * limit
