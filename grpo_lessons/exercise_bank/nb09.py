@@ -11,7 +11,7 @@ from ..pairwise import two_grpo_budget
 
 def _pair(answer):
     close_to_list(answer, group_advantages(torch.tensor([0.3, 0.8]), 2), what="the pair's advantages",
-                  hint="With G = 2 the std is |r1 - r0| / sqrt(2) (unbiased), so the advantages are about -/+ 0.707 "
+                  hint="With G = 2 the std is |r1 - r0| / sqrt(2) (Bessel-corrected, as TRL computes it), so the advantages are about -/+ 0.707 "
                        "whatever the rewards, as long as they differ.")
 
 
@@ -31,7 +31,7 @@ def _fn(fn):
     cases = [(torch.tensor([0.0, 1.0, 1.0, 1.0, 1.0, 0.0]),),
              (torch.rand(10, generator=gen, dtype=torch.float64),)]
     check_function(fn, _ref, cases, what="pair_advantages", atol=1e-4,
-                   hint="Per pair (consecutive entries): (r - pair mean) / (unbiased std + 1e-4); "
+                   hint="Per pair (consecutive entries): (r - pair mean) / (Bessel-corrected std + 1e-4); "
                         "a tied pair gives 0, 0.")
 
 
