@@ -110,6 +110,11 @@ def test_reachable_probability_paper_example():
     assert clipping.reachable_probability(0.01, 0.28).item() == pytest.approx(0.0128)
 
 
+def test_clip_higher_widget_constructs():
+    w = clipping.clip_higher_widget()
+    assert {"eps_low", "eps_high", "sign"} <= _controls(w) and w.result["upper"] == pytest.approx(1.28)
+    assert w.children[2].style.description_width == w.children[0].style.description_width  # one label column
+
 
 # ----------------------------------------------------------------------------- 08 GSPO
 

@@ -268,7 +268,7 @@ def clip_higher_widget():
     return _interactive(plot_clip_higher, compute,
                         eps_low=_float_slider(0.2, 0.0, 0.5, 0.01, "eps_low"),
                         eps_high=_float_slider(0.28, 0.0, 0.6, 0.01, "eps_high"),
-                        sign=_toggle(["A > 0", "A < 0"], "A > 0", "sign of A"))
+                        sign=_toggle(["A > 0", "A < 0"], "A > 0", "sign"))
 
 
 # ==================================================================================================
