@@ -2,8 +2,8 @@
 
 Every widget comes in three layers, as in :mod:`grpo_lessons.viz.clipping`:
 
-* a **pure function** that computes what is drawn (a ``dict`` of tensors / floats / lists; unit tested in
-  ``tests/test_viz_rewards.py`` without a display),
+* a **pure function** that computes what is drawn (a ``dict`` of tensors / floats / lists; unit tested without
+  a display),
 * a **plotting function** (matplotlib) that draws such a dict and returns the figure,
 * a thin **ipywidgets wrapper** (``*_widget``) that ties sliders to the two; it can be built without a
   browser and its ``.result`` holds the last computed dict.
