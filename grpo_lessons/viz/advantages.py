@@ -285,6 +285,9 @@ def plot_gradient_variance(d: dict[str, Any]):
     colors = [f"C{i}" for i in range(len(labels))]
     axes[0].barh(labels, d["relative_variance"].tolist(), color=colors)
     axes[0].set_xscale("log")
+    axes[0].bar_label(axes[0].containers[0], fmt="%.3g", fontsize=7, padding=2)
+    axes[0].set_xlim(right=1.8 * float(d["relative_variance"].max()))  # room for the value labels
+    axes[0].xaxis.set_minor_formatter(plt.NullFormatter())  # the bars carry their values; no crowded minor labels
     axes[0].set_xlabel("relative variance  E|g - Eg|² / |Eg|²")
     axes[0].invert_yaxis()
     axes[1].barh(labels, d["wrong_direction"].tolist(), color=colors, label="wrong way")

@@ -69,21 +69,23 @@ def plot_clip_region(epsilon: float = 0.2, epsilon_high: float | None = None, ad
         r = d["ratio"].tolist()
         for row, key in enumerate(("objective", "gradient")):
             ax = axes[row, col]
-            ax.plot(r, d[key].tolist(), color="C0" if sign > 0 else "C3", lw=2)
+            ax.plot(r, d[key].tolist(), color="C0" if sign > 0 else "C3", lw=2,
+                    label="clipped objective min(r·A, clip(r)·A)" if key == "objective" else "its gradient")
             ax.plot(r, (d["ratio"] * d["adv"]).tolist() if key == "objective" else [d["adv"]] * len(r),
                     color="0.5", ls=":", lw=1, label="unclipped r·A" if key == "objective" else "REINFORCE: A")
             zero = d["zero_grad"]
             ax.fill_between(r, 0, 1, where=zero.tolist(), color="0.85", transform=ax.get_xaxis_transform(),
                             label="zero gradient")
-            ax.axvline(d["lower"], color="k", ls="--", lw=0.7)
+            ax.axvline(d["lower"], color="k", ls="--", lw=0.7, label="clip bounds 1-ε, 1+ε_high")
             ax.axvline(d["upper"], color="k", ls="--", lw=0.7)
             ax.axvline(1.0, color="k", lw=0.4)
             ax.set_ylabel(key if key == "objective" else "d objective / d r")
             if row == 0:
                 ax.set_title(f"A = {d['adv']:+g}: clip to [{d['lower']:.2f}, {d['upper']:.2f}]", fontsize=10)
-                ax.legend(fontsize=7, loc="upper left" if sign > 0 else "upper right")
             else:
                 ax.set_xlabel("ratio r = pi_theta / pi_old")
+            ax.legend(fontsize=7, loc=("upper left" if sign > 0 else "upper right") if row == 0 else "center left",
+                      framealpha=0.9)
     fig.tight_layout()
     return fig
 

@@ -355,6 +355,7 @@ def plot_zero_gradient_grid(d: dict[str, Any]):
     axes[0].set_ylabel("share of groups with no gradient")
     axes[1].set_ylabel("extra groups sampled per kept group")
     axes[1].set_yscale("log")
+    axes[1].set_ylim(bottom=1e-3)  # below this the cost is zero up to rounding (G = 64 at p near 1/2)
     for ax in axes:
         ax.set_xlabel("pass rate p of the prompt")
         ax.grid(alpha=0.3, which="both")
@@ -394,9 +395,11 @@ def plot_overlong_filter(d: dict[str, Any]):
         im = ax.imshow(d[key].numpy(), aspect="auto", cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("token position")
-        for i, t in enumerate(d["truncated"].tolist()):
-            if t:
-                ax.text(-0.5, i, "cut", color="C3", ha="right", va="center", fontsize=7)
+    rows = d["truncated"].tolist()
+    axes[0].set_yticks(range(len(rows)), [f"{i} (truncated)" if t else str(i) for i, t in enumerate(rows)],
+                       fontsize=7)
+    for tick, t in zip(axes[0].get_yticklabels(), rows):
+        tick.set_color("C3" if t else "k")
     axes[0].set_ylabel("completion")
     fig.colorbar(im, ax=list(axes), label="token weight in the loss")
     return fig
