@@ -1,4 +1,4 @@
-"""Baselines and group advantages (notebooks 01-02): the pure functions behind the widgets, and the widgets' construction (no display)."""
+"""Baselines and group advantages (notebooks 01-02): the pure functions behind the widgets, no display."""
 
 import math
 

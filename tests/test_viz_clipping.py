@@ -1,4 +1,4 @@
-"""Clip region, KL estimators, clip-higher, GSPO ratios, SAPO gate (notebooks 03, 07, 08, 10): the pure functions behind the widgets, and the widgets' construction (no display)."""
+"""Clip region, KL, clip-higher, GSPO ratios, SAPO gate (notebooks 03, 07, 08, 10): pure functions, no display."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Token weights by aggregation, length drift, overlong penalty and filter, zero-gradient groups (notebooks 03, 06, 07): the pure functions behind the widgets, and the widgets' construction (no display)."""
+"""Aggregation weights, length drift, overlong penalty/filter, zero-gradient groups (03, 06, 07): no display."""
 
 import math
 

@@ -11,7 +11,7 @@ module                             topic                                        
 ``grpo_lessons.viz.comparison``    a variant against GRPO at an equal rollout budget (no widgets)       06-10
 ``grpo_lessons.viz.rewards``       reward hacking, GDPO, GOPO, entropy and diversity                    04, 15-18
 ``grpo_lessons.viz.offpolicy``     train/inference mismatch, VESPO, DPPO, CISPO, scaling fits           11-14
-``grpo_lessons.viz.training``      live training curves (and the command line's saved plot)              05
+``grpo_lessons.viz.training``      live training curves (and the command line's saved plot)             05
 =================================  ===================================================================  =========
 
 ``viz.core`` and ``viz.variants`` are deprecated aliases that re-export the modules above.  A new notebook family

@@ -1,4 +1,4 @@
-"""Deprecated: notebooks 01-03's widgets moved to ``viz.advantages`` (01-02), ``viz.clipping`` (clip region, KL) and ``viz.length`` (normalisations)."""
+"""Deprecated alias: notebooks 01-03's widgets now live in viz.advantages, viz.clipping and viz.length."""
 
 from .advantages import *  # noqa: F401,F403
 from .advantages import __all__ as _a

@@ -1,4 +1,4 @@
-"""Deprecated: notebooks 06-10's widgets moved to ``viz.length``, ``viz.clipping``, ``viz.pairwise`` and ``viz.comparison``."""
+"""Deprecated alias: notebooks 06-10's widgets now live in viz.length, viz.clipping, viz.pairwise, viz.comparison."""
 
 from .clipping import *  # noqa: F401,F403
 from .comparison import *  # noqa: F401,F403
