@@ -4,7 +4,7 @@
     python benchmarks/compare_variants.py --model tiny-qwen2 --toy-reward       # seconds: mechanics only
 
 For every variant in ``--variants`` (plain ``grpo`` is always run first) it trains with
-``grpo_lessons.trainer`` through :func:`grpo_lessons.viz.variants.run_comparison`: the same ``TrainConfig`` except
+``grpo_lessons.trainer`` through :func:`grpo_lessons.viz.comparison.run_comparison`: the same ``TrainConfig`` except
 the variant (2-GRPO gets G = 2 and G/2 times the prompts: the same completions per step). The registry's paper
 defaults that change the *budget* (G = 16 for DAPO, beta = 0.04 for GRPO) are not applied; each variant's own
 trainer switches (DAPO: dynamic sampling, overlong filtering) are, so DAPO may sample more completions — the
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
 
     matplotlib.use("Agg")
     from grpo_lessons.models import resolve_model
-    from grpo_lessons.viz import variants as viz
+    from grpo_lessons.viz import comparison as viz
 
     variants = ["grpo"] + [v for v in args.variants if v != "grpo"]
     out = Path(args.out)

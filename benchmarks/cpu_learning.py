@@ -2,7 +2,7 @@
 
 Trains the offline SmolLM2-135M-Instruct with :func:`grpo_lessons.trainer.train` on one generated
 arithmetic task and reports greedy held-out accuracy before and after, wall time, steps per minute
-and peak memory (RSS).  Target (issue 3): accuracy up by >= 20 points absolute within 30 minutes
+and peak memory (RSS).  Target: accuracy up by >= 20 points absolute within 30 minutes
 on a 2-core machine.
 
     HF_HUB_OFFLINE=1 python benchmarks/cpu_learning.py                 # the committed configuration

@@ -5,7 +5,7 @@ A notebook's exercise is three cells: a markdown task, a *stub* cell tagged ``ex
 assigns ``<variable> = ...``, and a check cell ``check("<name>", <variable>)``.  Checks take only the
 learner's answer and rebuild whatever data they need from the package with a fixed seed, so the tests
 can prove, without running a notebook, that each check accepts the reference solution and rejects
-every listed wrong answer with a hint (``tests/test_exercises.py``).
+every listed wrong answer with a hint.
 
 * On a stub (``...``) :func:`check` prints what to do and returns ``False``: a notebook run as stored
   (CI's nbval run) never fails on an exercise the learner has not done yet.

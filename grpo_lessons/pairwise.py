@@ -24,7 +24,7 @@ differ (``tests`` measure the angle: exactly 0 for equal lengths, not 0 for uneq
 "DPO-like" -- winner up, loser down, a constant weight where DPO has ``beta sigmoid(-beta margin)`` -- and
 equals DPO's direction with length-normalised log-likelihoods (as in SimPO), not DPO's own.
 
-:func:`pairwise_grpo_loss` computes this form; ``tests/test_variants_issue4.py`` checks it equals
+:func:`pairwise_grpo_loss` computes this form; the test suite checks that it equals
 ``policy_loss(..., variant="2-grpo")`` with ``group_advantages(rewards, 2)`` in value and gradient.
 :func:`chapter_pair_loss` is the chapter's ``-log sigmoid(beta * (...))`` approximation, for comparison.
 :func:`two_grpo_budget` is the paper's budget arithmetic (same rollouts per batch, 8x the prompts).

@@ -16,7 +16,7 @@ Two pieces:
   scored rewards (unscorable completions get 0, as in TRL).  It overrides only
   ``_compute_loss`` (the per-token log-probs still come from TRL's own
   ``_get_per_token_logps_and_entropies``) and, for dynamic sampling, wraps
-  ``_generate_and_score_completions``.  ``tests/test_trl_bridge.py`` checks that for every variant
+  ``_generate_and_score_completions``.  The test suite checks that for every variant
   TRL has natively, this path and TRL's give the same loss and gradients on the same batch.
 
 :func:`make_trainer` picks TRL's own trainer where TRL has the variant and nothing else is asked

@@ -115,6 +115,13 @@ def _errors(page) -> list[str]:
         return out; }""")
 
 
+def _cut_labels(page) -> list[str]:
+    """Descriptions of widget controls whose label box is narrower than its text (drawn as ``max_com…``)."""
+    return page.evaluate("""() => [...document.querySelectorAll('.jp-OutputArea .widget-label')]
+        .filter(e => e.offsetParent !== null && e.textContent.trim() && e.scrollWidth > e.clientWidth + 1)
+        .map(e => e.textContent.trim())""")
+
+
 MOVED: dict[str, int] = {}
 
 
@@ -138,6 +145,8 @@ def test_widgets_respond_in_the_browser(browser, lab, nb_name):
         cells = page.locator(".jp-CodeCell").filter(has=page.locator(CONTROLS))
         n = cells.count()
         assert n >= 1, f"{nb_name}: no widget rendered"
+        cut = _cut_labels(page)
+        assert not cut, f"{nb_name}: control labels cut off (shown with an ellipsis): {cut}"
         for i in range(n):
             cell = cells.nth(i)
             cell.scroll_into_view_if_needed()

@@ -18,6 +18,7 @@ import torch
 
 from ..correction import CORRECTION_MODES, rollout_weights
 from ..objectives import dppo_trust_mask, sapo_surrogate, vespo_phi
+from ._common import _dropdown, _float_slider, _int_slider, _interactive, _plt
 
 __all__ = [
     "load_measured_mismatch", "plot_measured_mismatch", "mismatch_simulator", "plot_mismatch_simulator",
@@ -27,55 +28,6 @@ __all__ = [
 ]
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-
-
-# --------------------------------------------------------------------------------------------------
-# shared plumbing
-# --------------------------------------------------------------------------------------------------
-
-def _plt():
-    import matplotlib.pyplot as plt  # imported lazily: the package's tensor code never needs it
-
-    return plt
-
-
-def _interactive(draw, compute, **controls):
-    """``ipywidgets.interactive`` around ``draw(compute(**kw))``; the widget's ``.result`` is the dict."""
-    import ipywidgets as widgets
-
-    plt = _plt()
-
-    def _update(**kw):
-        data = compute(**kw)
-        fig = draw(data)
-        plt.show()  # inline backend: displays into the widget's output; Agg: a no-op
-        plt.close(fig)
-        return data
-
-    return widgets.interactive(_update, **controls)
-
-
-_STYLE = {"description_width": "initial"}
-
-
-def _float_slider(value, lo, hi, step, desc, fmt=".2f"):
-    import ipywidgets as widgets
-
-    return widgets.FloatSlider(value=value, min=lo, max=hi, step=step, description=desc, continuous_update=False,
-                               readout_format=fmt, style=_STYLE)
-
-
-def _int_slider(value, lo, hi, step, desc):
-    import ipywidgets as widgets
-
-    return widgets.IntSlider(value=value, min=lo, max=hi, step=step, description=desc, continuous_update=False,
-                             style=_STYLE)
-
-
-def _dropdown(options, value, desc):
-    import ipywidgets as widgets
-
-    return widgets.Dropdown(options=list(options), value=value, description=desc, style=_STYLE)
 
 
 # ==================================================================================================

@@ -1,9 +1,9 @@
 """Widgets and plots for notebooks 04 and 15-18: rewards, ranks and diversity.
 
-Every widget comes in three layers, as in :mod:`grpo_lessons.viz.variants`:
+Every widget comes in three layers, as in :mod:`grpo_lessons.viz.clipping`:
 
-* a **pure function** that computes what is drawn (a ``dict`` of tensors / floats / lists; unit tested in
-  ``tests/test_viz_rewards.py`` without a display),
+* a **pure function** that computes what is drawn (a ``dict`` of tensors / floats / lists; unit tested without
+  a display),
 * a **plotting function** (matplotlib) that draws such a dict and returns the figure,
 * a thin **ipywidgets wrapper** (``*_widget``) that ties sliders to the two; it can be built without a
   browser and its ``.result`` holds the last computed dict.
@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from ..advantages import group_advantages
+from ._common import _dropdown, _float_slider, _interactive, _log_slider, _plt
 
 __all__ = [
     # 04
@@ -40,51 +41,6 @@ __all__ = [
     # 18
     "plot_verbalized",
 ]
-
-
-def _plt():
-    import matplotlib.pyplot as plt  # imported lazily: the package's tensor code never needs it
-
-    return plt
-
-
-def _interactive(draw, compute, **controls):
-    """``ipywidgets.interactive`` around ``draw(compute(**values))``; the widget's ``.result`` is the dict."""
-    import ipywidgets as widgets
-
-    plt = _plt()
-
-    def _update(**values):
-        data = compute(**values)
-        fig = draw(data)
-        plt.show()  # inline backend: displays into the widget's output; Agg: a no-op
-        plt.close(fig)
-        return data
-
-    return widgets.interactive(_update, **controls)
-
-
-def _float_slider(value, lo, hi, step, desc="", fmt=".2f"):
-    import ipywidgets as widgets
-
-    return widgets.FloatSlider(value=value, min=lo, max=hi, step=step, description=desc, readout_format=fmt,
-                               continuous_update=False, style={"description_width": "initial"},
-                               layout=widgets.Layout(width="460px"))
-
-
-def _log_slider(value, lo, hi, desc=""):
-    import ipywidgets as widgets
-
-    return widgets.FloatLogSlider(value=value, base=10, min=math.log10(lo), max=math.log10(hi), step=0.1,
-                                  description=desc, continuous_update=False, readout_format=".3g",
-                                  style={"description_width": "initial"}, layout=widgets.Layout(width="460px"))
-
-
-def _dropdown(options, value, desc=""):
-    import ipywidgets as widgets
-
-    return widgets.Dropdown(options=list(options), value=value, description=desc,
-                            style={"description_width": "initial"})
 
 
 # --------------------------------------------------------------------------------------------------

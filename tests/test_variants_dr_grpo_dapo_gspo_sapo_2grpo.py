@@ -1,4 +1,4 @@
-"""Variants I (issue 4): Dr. GRPO, DAPO, GSPO, GSPO-token, SAPO, 2-GRPO.
+"""Notebooks 06-10's variants: Dr. GRPO, DAPO, GSPO, GSPO-token, SAPO, 2-GRPO.
 
 1. Parity with TRL 1.19's own ``GRPOTrainer._compute_loss`` (loss AND gradient) for ``dr_grpo``, ``dapo``
    (with ``epsilon_high``), ``gspo``, ``sapo`` — and, through TRL's sequence level / G = 2, ``gspo_token``
@@ -6,7 +6,7 @@
 2. Hand-computed cases: DAPO Eq. (13) with the paper's L_max = 20480, L_cache = 4096; dynamic sampling.
 3. Properties (hypothesis).
 
-``python tests/test_variants_issue4.py`` prints the parity table (max |dloss|, max |dgrad| per variant).
+``python tests/test_variants_dr_grpo_dapo_gspo_sapo_2grpo.py`` prints the parity table (max |dloss|, max |dgrad| per variant).
 """
 
 from __future__ import annotations
@@ -537,7 +537,7 @@ def test_sapo_is_reinforce_on_policy_and_close_to_it_nearby(seed, spread):
         assert torch.allclose(g, reinforce, atol=1e-15)
 
 
-def test_registry_entries_of_issue4_follow_the_papers():
+def test_registry_entries_of_notebooks_06_to_10_follow_the_papers():
     assert get_variant("dr_grpo").advantage_scale == "none"
     assert get_variant("dr_grpo").aggregation == "seq_mean_token_sum_norm"
     dapo = get_variant("dapo")
