@@ -48,6 +48,8 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._machine import cpu_name  # noqa: E402
+
 from grpo_lessons.data import ARITHMETIC_LEVELS, arithmetic_rows, get_task  # noqa: E402
 from grpo_lessons.rewards import arithmetic_reward  # noqa: E402
 from grpo_lessons.trainer import TrainConfig, Trainer  # noqa: E402
@@ -55,14 +57,7 @@ from grpo_lessons.viz.training import save_plot  # noqa: E402
 
 
 def machine() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     mem = None
     try:
         for line in open("/proc/meminfo"):

@@ -30,7 +30,6 @@ import dataclasses
 import json
 import math
 import os
-import platform
 import random
 import shutil
 import sys
@@ -47,6 +46,8 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._machine import machine  # noqa: E402
+
 from grpo_lessons.data import get_task  # noqa: E402
 from grpo_lessons.rewards import arithmetic_reward, extract_answer  # noqa: E402
 
@@ -56,21 +57,6 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "diversity"
 # ---------------------------------------------------------------------------------------------
 # machine
 # ---------------------------------------------------------------------------------------------
-
-def machine() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "gpu": torch.cuda.is_available(), "platform": platform.platform(), "python": platform.python_version(),
-            "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
-
 
 # ---------------------------------------------------------------------------------------------
 # phase 1: sampling and training

@@ -50,6 +50,8 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._machine import cpu_name  # noqa: E402
+
 from grpo_lessons.data import get_task, make_messages  # noqa: E402
 from grpo_lessons.models import resolve_model  # noqa: E402
 from grpo_lessons.rollout import generate_completions, rollout_logps  # noqa: E402
@@ -67,14 +69,7 @@ MASK_BAND = (0.5, 2.0)
 
 
 def machine() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return {"cpu": cpu, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
             "platform": platform.platform(), "torch": torch.__version__,

@@ -40,6 +40,8 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._machine import cpu_name  # noqa: E402
+
 PHASES = ("generate", "forward", "backward", "optimizer")
 
 
@@ -55,14 +57,7 @@ def matmul_gflops(dtype: torch.dtype, n: int = 1024, seconds: float = 1.0) -> fl
 
 
 def machine() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return {"cpu": cpu, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__, "python": platform.python_version(), "load_average": os.getloadavg()}
 

@@ -27,7 +27,6 @@ import argparse
 import csv
 import json
 import os
-import platform
 import random
 import sys
 import time
@@ -40,6 +39,8 @@ import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._machine import machine  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "verbalized"
 
@@ -62,21 +63,6 @@ REQUESTS = (
     "Suggest a name for a coffee shop.",
     "Write a one-line poem about the sea.",
 )
-
-
-def machine() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "gpu": torch.cuda.is_available(), "platform": platform.platform(), "python": platform.python_version(),
-            "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
 
 
 def generate(model, tok, prompts, n, *, max_new_tokens, temperature, seed, batch_prompts=8) -> list[list[str]]:
