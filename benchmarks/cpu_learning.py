@@ -86,6 +86,7 @@ def parse_args(argv=None):
     p.add_argument("--minutes", type=float, default=30.0, help="training time budget (evaluations excluded)")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16-mixed"])
     p.add_argument("--sampler-dtype", default=None, choices=["float32", "bfloat16"])
+    p.add_argument("--sampler-fp32-head", action="store_true", help="the bf16 sampler's LM head in fp32")
     p.add_argument("--rollout-correction", default=None,
                    choices=["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"],
                    help="correct for the bf16 sampler's gap (TIS/MIS, notebook 11); cap --rollout-clip-max")
@@ -150,7 +151,7 @@ def main(argv=None) -> int:
         eval_size=args.eval_size, micro_batch_size=args.micro_batch_size, seed=args.seed, out=str(run_dir),
         lora=args.lora, lora_r=args.lora_r, lora_alpha=2 * args.lora_r, trainable_layers=args.trainable_layers,
         max_minutes=args.minutes, overlong_cache_len=args.overlong_cache_len,
-        precision=args.precision, sampler_dtype=args.sampler_dtype,
+        precision=args.precision, sampler_dtype=args.sampler_dtype, sampler_fp32_head=args.sampler_fp32_head,
         rollout_correction=args.rollout_correction, rollout_clip_max=args.rollout_clip_max,
         mask_truncated_completions=args.mask_truncated or None, dynamic_sampling=args.dynamic_sampling or None,
     )

@@ -74,7 +74,12 @@ def rows_for(n: int) -> list[dict]:
     return get_task("arithmetic").rows("train")[:n]
 
 
-def our_trainer(s: dict, precision: str, rows: list[dict], out: str):
+# Our trainer as the issue measured it (13.4 s/step at these settings): fp32, PyTorch's fused CPU attention, glibc's
+# default allocator, the per-parameter AdamW.  Run first, before anything in the process changes the allocator.
+BASELINE = dict(attn_implementation=None, reuse_freed_memory=False, optimizer="adamw")
+
+
+def our_trainer(s: dict, precision: str, rows: list[dict], out: str, **overrides):
     from grpo_lessons.rewards import arithmetic_reward
     from grpo_lessons.trainer import TrainConfig, Trainer
 
@@ -82,7 +87,8 @@ def our_trainer(s: dict, precision: str, rows: list[dict], out: str):
     cfg = TrainConfig(model=s["model"], task="arithmetic", variant="grpo", steps=10_000, prompts_per_step=s["prompts"],
                       group_size=s["G"], lr=3e-5, beta=0.0, mu=1, max_new_tokens=s["max_new_tokens"], temperature=0.7,
                       eval_size=0, micro_batch_size=s["micro"], seed=0, out=out,
-                      precision="bf16-mixed" if bf16 else "fp32", sampler_dtype="bfloat16" if bf16 else None)
+                      precision="bf16-mixed" if bf16 else "fp32", sampler_dtype="bfloat16" if bf16 else None,
+                      **overrides)
     return Trainer(cfg, train_rows=rows, reward_funcs=[arithmetic_reward])
 
 
@@ -150,6 +156,19 @@ def run_pair(s: dict, precision: str, steps: int, rows: list[dict], tmp: str) ->
     return {"trl": trl_rows, "ours": our_rows}
 
 
+def run_baseline(s: dict, steps: int, rows: list[dict], tmp: str) -> list[dict]:
+    """``steps + 1`` of our fp32 steps with the issue's settings (:data:`BASELINE`), alone."""
+    tr = our_trainer(s, "fp32", rows, os.path.join(tmp, "ours-baseline"), **BASELINE)
+    tr._start()
+    out = []
+    for i in range(steps + 1):
+        r = tr.step()
+        out.append({"seconds": r["seconds"], "generate": r["time_sample"], "forward": r["time_forward"],
+                    "backward": r["time_backward"], "optimizer": r["time_optimizer"]})
+        print(f"  [baseline] step {i + 1}: ours {r['seconds']:.2f} s", flush=True)
+    return out
+
+
 def summarise(rows: list[dict]) -> dict:
     timed = rows[1:] or rows  # the first step is a warm-up
     out = {"warmup_seconds": rows[0]["seconds"], "steps_timed": len(timed),
@@ -172,12 +191,23 @@ def markdown(res: dict) -> str:
         "| TRL: generate | forward | backward | optimiser |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    base = res.get("baseline")
+    if base:
+        lines.append(f"| fp32, the issue's settings | | {base['s_per_step']:.2f} | | "
+                     + " | ".join(f"{base[p]:.2f}" for p in PHASES) + " | | | | |")
     for prec, r in res["results"].items():
         o, t = r["ours"], r["trl"]
         lines.append(f"| {prec} | {t['s_per_step']:.2f} | {o['s_per_step']:.2f} | {t['s_per_step'] / o['s_per_step']:.2f}x | "
                      + " | ".join(f"{o[p]:.2f}" for p in PHASES) + " | " + " | ".join(f"{t[p]:.2f}" for p in PHASES)
                      + " |")
     g = res["matmul_gflops"]
+    if base:
+        lines += ["", "Ours now vs ours with the issue's settings (fp32, PyTorch's fused CPU attention, glibc's default "
+                  "allocator, per-parameter AdamW), measured first in the same process: "
+                  + ", ".join(f"{prec} {base['s_per_step'] / r['ours']['s_per_step']:.2f}x faster"
+                              for prec, r in res["results"].items()) + ". "
+                  "Our trainer makes glibc keep freed memory for reuse process-wide, so TRL's steps, which run after "
+                  "it in the same process, get that too."]
     lines += [
         "",
         f"Matmul ({res['matmul_n']} x {res['matmul_n']}, {m['torch_threads']} thread(s)): fp32 {g['float32']:.0f} GFLOP/s, "
@@ -201,6 +231,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=None, help="default: benchmarks/results/trainer_vs_trl[/quick]")
     p.add_argument("--note", default="")
+    p.add_argument("--no-baseline", action="store_true", help="skip our fp32 steps with the issue's settings")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -214,7 +245,11 @@ def main(argv=None) -> int:
     print(f"matmul GFLOP/s ({args.threads} threads): {gflops}", flush=True)
     rows = rows_for(64 if args.quick else 400)
     results = {}
+    baseline = None
     with tempfile.TemporaryDirectory(prefix="trainer-vs-trl-") as tmp:
+        if not args.no_baseline:
+            baseline = summarise(run_baseline(s, args.steps, rows, tmp))
+            print(f"baseline (the issue's settings): ours {baseline['s_per_step']:.2f} s/step", flush=True)
         for prec in args.precisions:
             pair = run_pair(s, prec, args.steps, rows, tmp)
             results[prec] = {"ours": summarise(pair["ours"]), "trl": summarise(pair["trl"]), "raw": pair}
@@ -222,7 +257,7 @@ def main(argv=None) -> int:
             print(f"{prec}: TRL {t:.2f} s/step, ours {o:.2f} s/step, TRL/ours {t / o:.2f}x; ours by phase "
                   + ", ".join(f"{ph} {results[prec]['ours'][ph]:.2f}" for ph in PHASES), flush=True)
     res = {"settings": s, "steps": args.steps, "threads": args.threads, "matmul_gflops": gflops, "matmul_n": mm_n,
-           "machine": info,
+           "machine": info, "baseline": baseline, "baseline_settings": BASELINE,
            "results": results, "load_average_end": os.getloadavg(),
            "note": args.note or "2-core VM shared with other work while this ran unless the load average says otherwise"}
     (out / "result.json").write_text(json.dumps(res, indent=1, default=str) + "\n")

@@ -75,10 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-minutes", type=float, default=None,
                    help="stop after this much training time in this invocation, evaluation excluded (a --resume gets a new budget)")
     t.add_argument("--precision", default=d.precision, choices=["fp32", "bf16-mixed"],
-                   help="bf16-mixed: bf16 autocast forward/backward, fp32 weights and loss")
+                   help="bf16-mixed: forward/backward on a bf16 copy of the weights, fp32 master weights and loss")
     t.add_argument("--sampler-dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="sample with a copy of the weights in this dtype, resynced after every update "
                         "(default: the trained model samples; no train/inference gap)")
+    t.add_argument("--sampler-fp32-head", action=argparse.BooleanOptionalAction, default=d.sampler_fp32_head,
+                   help="the low-precision sampler computes its logits with an fp32 LM head")
+    t.add_argument("--attn-implementation", default=d.attn_implementation,
+                   help="auto (gqa on a CPU: plain-matmul grouped-query attention), gqa, or a transformers name "
+                        "such as eager or sdpa")
+    t.add_argument("--reuse-freed-memory", action=argparse.BooleanOptionalAction, default=d.reuse_freed_memory,
+                   help="Linux: glibc keeps freed memory for reuse instead of unmapping it (faster CPU steps)")
     t.add_argument("--optimizer", default=d.optimizer, choices=["adamw-fused", "adamw-foreach", "adamw"])
     t.add_argument("--rollout-correction", default=None,
                    help="correct the sampler/trainer gap in the loss (see policy_loss; default: none)")

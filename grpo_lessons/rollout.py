@@ -45,6 +45,7 @@ __all__ = [
     "concat_rollouts",
     "is_conversational",
     "InverseCDFSampler",
+    "TemperedTokenLogp",
     "neutral_generation_config",
 ]
 
@@ -167,12 +168,58 @@ def per_token_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
         logits = model(**kwargs, logits_to_keep=logits_to_keep + 1).logits  # (B, K+1, V)
     except TypeError:  # a model without logits_to_keep: compute them all and slice
         logits = model(**kwargs).logits[:, -(logits_to_keep + 1):]  # (B, K+1, V)
-    logits = logits[:, :-1, :].float() / temperature  # (B, K, V): row t predicts completion token t
     targets = input_ids[:, -logits_to_keep:]  # (B, K)
-    # log_softmax(x)[y] = x[y] - logsumexp(x), without materialising the (B, K, V) log-softmax
-    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, K)
-    lp = picked - torch.logsumexp(logits, dim=-1)  # (B, K)
-    return (lp, logits) if return_logits else lp
+    return _token_logps(logits[:, :-1, :], targets, temperature, return_logits)  # row t predicts completion token t
+
+
+class TemperedTokenLogp(torch.autograd.Function):
+    """``log softmax(logits / T)[target]`` per position, ``(B, K, V) -> (B, K)``, in fp32 whatever the logits' dtype,
+    with a hand-written backward.
+
+    Same numbers as ``logits.float() / T`` -> ``gather`` -> ``- logsumexp`` (a test checks values and gradients),
+    but the vocabulary-sized work -- the largest tensors of a GRPO step on a small model -- is a few passes instead
+    of autograd's dozen: the backward is ``dL/dlogits = g / T * (onehot(target) - softmax(logits / T))``, written
+    straight into one buffer in the logits' dtype.  Only the fp32 ``logsumexp`` ``(B, K)`` and the logits (already
+    kept by the model's graph) are saved.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
+        x = _tempered(logits, temperature)  # (B, K, V) fp32 (fp64 for fp64 logits)
+        lse = torch.logsumexp(x, dim=-1)  # (B, K)
+        picked = x.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, K)
+        ctx.save_for_backward(logits, targets, lse)
+        ctx.temperature = float(temperature)
+        return picked - lse
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        logits, targets, lse = ctx.saved_tensors
+        t = ctx.temperature
+        g = grad_out.to(lse.dtype) / t  # (B, K)
+        p = _tempered(logits, t).sub_(lse.unsqueeze(-1)).exp_()  # (B, K, V) softmax(logits / T), a fresh buffer
+        grad = p.mul_(-g.unsqueeze(-1))
+        grad.scatter_add_(-1, targets.unsqueeze(-1), g.unsqueeze(-1))
+        return grad.to(logits.dtype), None, None
+
+
+def _tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """A new tensor ``logits / T`` in at least fp32 (one pass when the logits are bf16: cast, then divide in place)."""
+    dtype = torch.promote_types(logits.dtype, torch.float32)
+    if logits.dtype == dtype:
+        return logits / temperature
+    return logits.to(dtype).div_(temperature)
+
+
+def _token_logps(logits: torch.Tensor, targets: torch.Tensor, temperature: float, return_logits: bool):
+    """``(B, K)`` log-probs of ``targets`` under ``softmax(logits / temperature)``; ``return_logits`` adds the tempered
+    fp32 logits ``(B, K, V)`` (the entropy bonus and DPPO's top-K need them, with their own gradient)."""
+    if return_logits:
+        x = logits.float() / temperature  # (B, K, V)
+        # log_softmax(x)[y] = x[y] - logsumexp(x), without materialising the (B, K, V) log-softmax
+        lp = x.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(x, dim=-1)  # (B, K)
+        return lp, x
+    return TemperedTokenLogp.apply(logits, targets, temperature)
 
 
 def _shared_prompt_logps(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
@@ -195,16 +242,15 @@ def _shared_prompt_logps(model, prompt_ids: torch.Tensor, prompt_mask: torch.Ten
     pm = prompt_mask.repeat_interleave(G, dim=0)  # (n * G, P)
     start = pm.long().sum(-1, keepdim=True)  # (n * G, 1): generate() gave token t the position start + t
     cpos = start + torch.arange(T, device=completion_ids.device)  # (n * G, T)
-    if T > 1:
-        rest = model(input_ids=completion_ids[:, :-1], attention_mask=torch.cat([pm, completion_mask[:, :-1]], dim=1),
-                     position_ids=cpos[:, :-1], past_key_values=cache, use_cache=True).logits  # (n * G, T-1, V)
-        logits = torch.cat([first, rest], dim=1)  # (n * G, T, V)
-    else:
-        logits = first
-    logits = logits.float() / temperature
-    picked = logits.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)  # (n * G, T)
-    lp = picked - torch.logsumexp(logits, dim=-1)  # (n * G, T)
-    return (lp, logits) if return_logits else lp
+    if T == 1:
+        return _token_logps(first, completion_ids, temperature, return_logits)
+    rest = model(input_ids=completion_ids[:, :-1], attention_mask=torch.cat([pm, completion_mask[:, :-1]], dim=1),
+                 position_ids=cpos[:, :-1], past_key_values=cache, use_cache=True).logits  # (n * G, T-1, V)
+    if return_logits:
+        return _token_logps(torch.cat([first, rest], dim=1), completion_ids, temperature, True)  # (n * G, T, V)
+    # token 0 and tokens 1.. apart: no (n * G, T, V) concatenation, forward or backward
+    return torch.cat([_token_logps(first, completion_ids[:, :1], temperature, False),
+                      _token_logps(rest, completion_ids[:, 1:], temperature, False)], dim=1)  # (n * G, T)
 
 
 def rollout_logps(model, rollout: "Rollout", temperature: float = 1.0, rows: slice | None = None,
@@ -390,6 +436,8 @@ class InverseCDFSampler:
         self._topk: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if not self.top_k and self.top_p >= 1.0:
+            return self._full_distribution(scores)
         lp = torch.log_softmax(scores.float() / self.temperature, dim=-1)  # (N, V)
         if self.top_k and self.top_k < lp.shape[-1]:
             kth = lp.topk(self.top_k, dim=-1).values[:, -1:]  # (N, 1)
@@ -409,6 +457,24 @@ class InverseCDFSampler:
         tok = torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[-1] - 1)  # (N, 1); never a p = 0 token
         self._steps.append(lp.gather(-1, tok).squeeze(-1))  # (N,)
         return torch.full_like(scores, float("-inf")).scatter_(-1, tok, 0.0)
+
+    def _full_distribution(self, scores: torch.Tensor) -> torch.Tensor:
+        """The draw from the whole tempered softmax (the trainer's case), in as few passes over ``(N, V)`` as it
+        takes: the same numbers as the general path (a test checks draws, log-probs and entropies), about half the
+        vocabulary-sized work, which on a CPU is a large part of each decoding step."""
+        lp = scores.float() / self.temperature  # (N, V), a new tensor: HF's scores are not ours to keep
+        lp = lp.sub_(torch.logsumexp(lp, dim=-1, keepdim=True))  # log_softmax, in place
+        p = lp.exp()  # (N, V)
+        # entropy -sum_v p_v log p_v as one batched dot product (no (N, V) temporary)
+        self._entropy.append(-torch.bmm(p.unsqueeze(1), lp.unsqueeze(2)).view(-1))  # (N,)
+        if self.record_topk:
+            top = lp.topk(min(self.record_topk, lp.shape[-1]), dim=-1)  # (N, K), most likely first
+            self._topk.append((top.indices, top.values))
+        cdf = p.cumsum_(-1)  # (N, V), in place
+        u = torch.rand(cdf.shape[0], 1, device=cdf.device) * cdf[:, -1:]  # (N, 1), one uniform per row
+        tok = torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[-1] - 1)  # (N, 1)
+        self._steps.append(lp.gather(-1, tok).squeeze(-1))  # (N,)
+        return scores.fill_(float("-inf")).scatter_(-1, tok, 0.0)  # in place: greedy argmax is the draw
 
     def logps(self) -> torch.Tensor:
         """``(N, T')`` log-probs of the drawn tokens, one column per generated position."""

@@ -75,9 +75,17 @@ class TrainConfig:
     dtype: str | None = None  # None: float32 on CPU
     device: str = "cpu"
     # ----- speed: precision of the training pass and of the sampler
-    precision: str = "fp32"  # "bf16-mixed": forward/backward under bf16 autocast, fp32 master weights and fp32 loss
+    precision: str = "fp32"  # "bf16-mixed": forward/backward on a bf16 copy of the weights, fp32 master weights
+    #   (the optimiser's), fp32 log-softmax and loss (train_setup.make_compute_model)
     sampler_dtype: str | None = None  # e.g. "bfloat16": sample with a low-precision copy of the weights (resynced
     #   after every update); None: the trainer's own model samples (no train/inference gap)
+    sampler_fp32_head: bool = False  # the low-precision sampler computes its logits with an fp32 LM head
+    #   (train_setup.FP32Head; MiniMax-M1's fix for the sampler/trainer gap)
+    attn_implementation: str | None = "auto"  # "auto": "gqa" on a CPU (plain-matmul grouped-query attention,
+    #   grpo_lessons.attention; faster than "sdpa" for short sequences), else the model's own; None: leave the
+    #   model as loaded; or any transformers name ("eager", "sdpa", ...)
+    reuse_freed_memory: bool = True  # Linux: glibc keeps freed memory for reuse instead of unmapping every big
+    #   tensor (train_setup.reuse_freed_memory; ~30 % off a CPU step), process-wide
     optimizer: str = "adamw-fused"  # "adamw-fused" (one kernel; 6x faster than "adamw" on this CPU), "adamw-foreach", "adamw"
     # ----- the sampler/trainer mismatch (notebook 11): passed to policy_loss only when set
     rollout_correction: str | None = None  # token_truncate (TIS), token_mask (MIS), sequence_*: see correction.py
@@ -190,6 +198,13 @@ class TrainConfig:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.sampler_dtype is not None and self.sampler_dtype not in SAMPLER_DTYPES:
             raise ValueError(f"sampler_dtype must be None or one of {SAMPLER_DTYPES}, got {self.sampler_dtype!r}")
+        if self.sampler_fp32_head and self.sampler_dtype not in ("bfloat16", "float16"):
+            raise ValueError("sampler_fp32_head needs a low-precision sampler: set sampler_dtype='bfloat16' (or "
+                             f"'float16'); got sampler_dtype={self.sampler_dtype!r}")
+        if self.attn_implementation is not None and (not isinstance(self.attn_implementation, str)
+                                                     or not self.attn_implementation):
+            raise ValueError(f"attn_implementation must be None, 'auto' or a transformers attention name such as "
+                             f"'eager' or 'sdpa', got {self.attn_implementation!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.rollout_clip_max is not None and not self.rollout_clip_max > 0:
@@ -219,6 +234,6 @@ TRAJECTORY_FIELDS = ("model", "task", "variant", "prompts_per_step", "group_size
                      "epsilon_high", "mu", "max_new_tokens", "temperature", "max_grad_norm", "weight_decay",
                      "micro_batch_size", "seed", "lora", "lora_r", "lora_alpha", "lora_targets", "dynamic_sampling",
                      "max_resample_rounds", "mask_truncated_completions", "overlong_cache_len", "reward_weights",
-                     "generation_batch_size", "trainable_layers", "precision", "sampler_dtype", "optimizer",
+                     "generation_batch_size", "trainable_layers", "precision", "sampler_dtype", "sampler_fp32_head", "optimizer",
                      "rollout_correction", "rollout_clip_max", "rollout_clip_min", "off_policy_mask_threshold",
                      "entropy_bonus", "entropy_in", "retire_solved_at", "topk")

@@ -21,7 +21,8 @@ from .train_config import TrainConfig
 from .variants import Variant
 
 __all__ = ["RunData", "load_data", "load_model", "check_prompt_lengths", "prepare_model", "make_optimizer",
-           "make_sampler", "record_topk"]
+           "make_sampler", "make_compute_model", "low_precision_copy", "FP32Head", "set_attention", "reuse_freed_memory",
+           "record_topk"]
 
 
 @dataclass
@@ -159,22 +160,149 @@ def make_optimizer(cfg: TrainConfig, params: list) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
 
 
-def make_sampler(cfg: TrainConfig, model) -> tuple[Any, list[tuple[torch.Tensor, torch.Tensor]]]:
+class FP32Head(torch.nn.Module):
+    """An output layer (LM head) in fp32 on a low-precision model: ``logits = x.float() @ W.T`` with an fp32 ``W``.
+
+    MiniMax-M1 (2025) traced its sampler/trainer probability gap to the LM head's precision and fixed it by computing
+    the head in fp32.  ``W`` is a separate fp32 copy even when the model ties it to the (low-precision) input
+    embedding, so the transformer body stays in bf16.
+    """
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(weight.detach().to(torch.float32).clone(), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(x.to(torch.float32), self.weight)
+
+
+def low_precision_copy(model, dtype: torch.dtype, *, trainable: bool, fp32_head: bool = False):
+    """A deep copy of ``model`` with its parameters in ``dtype``; buffers keep their dtype.
+
+    Only the parameters are cast: a buffer such as RoPE's ``inv_freq`` stays float32 (``model.to(bf16)`` would round
+    it, and with it every position's rotation angle -- a gap between the copy and the original that is not the
+    precision of the weights).  ``trainable=False`` freezes every parameter of the copy (a sampler); ``True`` keeps
+    each parameter's ``requires_grad`` (a bf16 compute copy whose gradients go back to the fp32 weights).
+    ``fp32_head=True`` (a frozen copy only) computes the logits with an fp32 copy of the output layer
+    (:class:`FP32Head`).
+    """
+    dup = copy.deepcopy(model).eval()
+    for p in dup.parameters():
+        p.data = p.data.to(dtype)
+        if not trainable:
+            p.requires_grad_(False)
+    if fp32_head:
+        if trainable:
+            raise ValueError("fp32_head is for a frozen copy (a sampler)")
+        head = model.get_output_embeddings()
+        if head is None or getattr(head, "bias", None) is not None:
+            raise ValueError("fp32_head: the model has no bias-free output layer (get_output_embeddings)")
+        dup.set_output_embeddings(FP32Head(head.weight))
+    return dup
+
+
+def _sync_pairs(copy_model, model) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(copy's tensor, model's parameter) for every trainable parameter, tied names included (an untied fp32 head
+    of a tied model is then synced from the shared weight too)."""
+    own = dict(copy_model.named_parameters(remove_duplicate=False))
+    pairs, seen = [], set()
+    for n, p in model.named_parameters(remove_duplicate=False):
+        if p.requires_grad and n in own and id(own[n]) not in seen:
+            seen.add(id(own[n]))
+            pairs.append((own[n], p))
+    return pairs
+
+
+def make_compute_model(cfg: TrainConfig, model) -> tuple[Any, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """The model the training forward/backward runs on: ``model`` itself (``precision="fp32"``), or for
+    ``precision="bf16-mixed"`` a bf16 copy of it (mixed precision with fp32 master weights).
+
+    Returns ``(compute_model, pairs)`` with ``pairs`` = (bf16 copy's parameter, fp32 parameter) for every trainable
+    weight.  The trainer runs forward and backward on the copy (bf16 matmuls, no per-op casts), adds each bf16
+    gradient into the fp32 parameter's ``.grad`` (:meth:`grpo_lessons.trainer.Trainer.collect_grads`), steps the
+    optimiser on the fp32 weights and copies them back into the copy.  The log-softmax and the loss stay fp32.
+    """
+    if cfg.precision != "bf16-mixed" or next(model.parameters()).dtype == torch.bfloat16:
+        return model, []
+    dup = low_precision_copy(model, torch.bfloat16, trainable=True)
+    return dup, _sync_pairs(dup, model)
+
+
+def make_sampler(cfg: TrainConfig, model, compute=None) -> tuple[Any, list[tuple[torch.Tensor, torch.Tensor]]]:
     """The model that samples: ``model`` itself, or a copy in ``cfg.sampler_dtype`` (a train/inference gap).
 
     Returns ``(sampler, pairs)`` where ``pairs`` are (sampler tensor, trainer parameter) for every trainable
-    weight: :meth:`grpo_lessons.trainer.Trainer.sync_sampler` copies them after each update (``copy_`` into the existing low-precision
-    tensors: no new allocation; frozen weights never change, so they are never copied again).
+    weight: :meth:`grpo_lessons.trainer.Trainer.sync_sampler` copies them after each update (``copy_`` into the
+    existing low-precision tensors: no new allocation; frozen weights never change, so they are never copied
+    again).  When the bf16 compute copy (``compute``, :func:`make_compute_model`) already has the sampler's dtype,
+    it is the sampler: one copy, resynced once.  ``cfg.sampler_fp32_head`` gives the sampler an fp32 LM head
+    (:class:`FP32Head`), so it is a copy of its own.
     """
     dtype = getattr(torch, cfg.sampler_dtype) if cfg.sampler_dtype else None
     if dtype is None or dtype == next(model.parameters()).dtype:
         return model, []
-    sampler = copy.deepcopy(model).to(dtype).eval()
-    for p in sampler.parameters():
-        p.requires_grad_(False)
-    own = dict(sampler.named_parameters())
-    pairs = [(own[n], p) for n, p in model.named_parameters() if p.requires_grad]
-    return sampler, pairs
+    if (compute is not None and compute is not model and dtype == next(compute.parameters()).dtype
+            and not cfg.sampler_fp32_head):
+        return compute, []
+    sampler = low_precision_copy(model, dtype, trainable=False, fp32_head=cfg.sampler_fp32_head)
+    return sampler, _sync_pairs(sampler, model)
+
+
+def set_attention(cfg: TrainConfig, model) -> None:
+    """Apply ``cfg.attn_implementation`` to ``model``: ``"auto"`` is ``"gqa"`` on a CPU and the model's own elsewhere;
+    ``"gqa"`` is :func:`grpo_lessons.attention.gqa_eager_attention` (plain matmuls, no key/value copies); any other
+    name goes to transformers (``"eager"``, ``"sdpa"``, ...); None leaves the model as loaded.
+
+    On this project's 2-core CPU plain matmul attention beats PyTorch's fused CPU kernel (``"sdpa"``) for these short
+    sequences -- SmolLM2-135M, 8 x 8 completions of 12 tokens, bf16: generation 2.5 s instead of 4.0 s per step,
+    forward + backward 6.9 s instead of 8.2 s with transformers' ``"eager"`` -- and ``"gqa"`` also skips eager's
+    copies of the key/value cache (benchmarks/trainer_vs_trl.py measures the whole step).
+    """
+    impl = cfg.attn_implementation
+    if impl == "auto":
+        impl = "gqa" if torch.device(cfg.device).type == "cpu" else None
+    if impl is None:
+        return
+    if impl == "gqa":
+        from .attention import use_gqa_attention
+        use_gqa_attention(model)
+        return
+    setter = getattr(model, "set_attn_implementation", None)
+    if setter is None:  # an older transformers: the config field is what the attention layers read
+        model.config._attn_implementation = impl
+    else:
+        setter(impl)
+
+
+_MALLOPT_DONE: list[bool] = []
+
+
+def reuse_freed_memory() -> bool:
+    """Make glibc's ``malloc`` keep freed memory for reuse (Linux only; process-wide, once); True when it applied.
+
+    By default glibc hands every block over 32 MB straight back to the kernel when it is freed, so each
+    ``(32, 12, 49152)`` fp32 logits tensor of a GRPO step (75 MB) is a fresh mapping whose ~18,000 pages fault in one
+    by one, every time.  With mmap off for allocations and a 1 GB trim threshold, freed blocks are reused.  Measured on
+    this project's 2-core CPU, SmolLM2-135M, 8 x 8 completions of 12 tokens, bf16-mixed: forward + backward 5.3 s ->
+    3.6 s, generation 2.4 s -> 2.2 s; fp32: 9.4 s -> 7.0 s and 4.3 s -> 4.0 s.  The price: the process keeps what it
+    has freed (peak RSS is recorded by benchmarks/cpu_learning.py).  The same effect as starting Python with
+    ``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824``.
+    """
+    if _MALLOPT_DONE:
+        return _MALLOPT_DONE[0]
+    ok = False
+    import platform
+    if platform.system() == "Linux":
+        import ctypes
+        import ctypes.util
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            m_trim_threshold, m_mmap_max = -1, -4  # glibc's mallopt parameter numbers (malloc.h)
+            ok = bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
+        except (OSError, AttributeError):  # not glibc (musl has no mallopt): leave the allocator alone
+            ok = False
+    _MALLOPT_DONE.append(ok)
+    return ok
 
 
 def _block_list(model) -> torch.nn.ModuleList:

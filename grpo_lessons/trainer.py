@@ -28,12 +28,14 @@ One step (:meth:`Trainer.step`), each line a named call into the pipeline's modu
                       entropy_in="loss": - alpha * aggregated token entropy)          shaping.token_entropy
                      backward (micro-batches), clip the gradient norm, AdamW step
 
-Speed (``TrainConfig``): ``precision="bf16-mixed"`` runs the training forward/backward under bf16 autocast
-(fp32 master weights, fp32 log-softmax and loss); ``sampler_dtype="bfloat16"`` samples with a bf16 copy of the
-weights, resynced in place after every update, and keeps that sampler's own log-probs (``sampling_logps``)
+Speed (``TrainConfig``): ``precision="bf16-mixed"`` runs the training forward/backward on a bf16 copy of the
+weights (``train_model``) whose gradients are added into the fp32 weights, which the optimiser steps (fp32 master
+weights; fp32 log-softmax and loss); ``sampler_dtype="bfloat16"`` samples with a bf16 copy of the weights (that
+same copy under bf16-mixed), resynced in place after every update, and keeps that sampler's own log-probs (``sampling_logps``)
 beside the trainer's ``pi_old``: every row logs the gap (``mismatch_k3``, ``mismatch_ratio_min/mean/max`` of
 ``pi_old / mu``), and ``rollout_correction`` / ``off_policy_mask_threshold`` hand it to :func:`policy_loss`
-(notebook 11).  The optimiser is fused AdamW; the sampler draws by inverse CDF (rollout.InverseCDFSampler).
+(notebook 11).  The optimiser is fused AdamW; the sampler draws by inverse CDF (rollout.InverseCDFSampler);
+attention is the plain matmul one on a CPU (``attn_implementation="auto"``).
 
 The configuration lives in :mod:`grpo_lessons.train_config`; building the model, reference, sampler and
 optimiser in :mod:`grpo_lessons.train_setup`; rewards, the reward matrix and evaluation in
@@ -68,8 +70,8 @@ from .scoring import (eval_fields, evaluate, matrix_weights, reward_matrix, rewa
                       sampling_stats, score_completions, solved_prompts)
 from .shaping import informative_groups, truncation_mask
 from .train_config import TrainConfig
-from .train_setup import (check_prompt_lengths, load_data, load_model, make_optimizer, make_sampler,
-                          prepare_model, record_topk)
+from .train_setup import (check_prompt_lengths, load_data, load_model, make_compute_model, make_optimizer,
+                          make_sampler, prepare_model, record_topk, reuse_freed_memory, set_attention)
 from .update import (EMPTY_UPDATE, LossTally, autocast, batch_loss, correction_settings, micro_batches,
                      mismatch_stats)
 from .variants import get_variant
@@ -129,13 +131,18 @@ class Trainer(records.RunRecords):
         model, self.tokenizer = load_model(cfg, model, tokenizer)  # cfg.model unless one is passed in
         check_prompt_lengths(self.tokenizer, model, {"training": self.train_rows, "evaluation": self.eval_rows},
                              cfg.max_new_tokens)
+        if cfg.reuse_freed_memory and torch.device(cfg.device).type == "cpu":
+            reuse_freed_memory()  # glibc: reuse freed blocks instead of faulting fresh pages in every step
         torch.manual_seed(cfg.seed)  # LoRA initialisation and every sampled token follow from here
+        set_attention(cfg, model)  # "auto": eager attention on a CPU (every copy below inherits it)
         self.model, self.ref_model = prepare_model(cfg, model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the model has no trainable parameters")
-        self.optimizer = make_optimizer(cfg, self.params)
-        self.sampler, self._sampler_pairs = make_sampler(cfg, self.model)
+        self.optimizer = make_optimizer(cfg, self.params)  # on the fp32 weights (the master weights of bf16-mixed)
+        # bf16-mixed: forward/backward run on a bf16 copy; its gradients go into the fp32 weights (collect_grads)
+        self.train_model, self._compute_pairs = make_compute_model(cfg, self.model)
+        self.sampler, self._sampler_pairs = make_sampler(cfg, self.model, compute=self.train_model)
         self.stream = PromptStream(len(self.train_rows), cfg.seed)
         self.record_topk = record_topk(cfg, self.variant)  # DPPO top-K: the sampler keeps its top-K per position
         self.entropy_reward = cfg.entropy_bonus if cfg.entropy_in == "reward" else 0.0
@@ -152,8 +159,8 @@ class Trainer(records.RunRecords):
 
     def _ref_logps(self, ro: Rollout) -> torch.Tensor:
         if self.cfg.lora:
-            with self.model.disable_adapter():  # the base weights: pi_ref without a second copy
-                return self._logps(self.model, ro)
+            with self.train_model.disable_adapter():  # the base weights: pi_ref without a second copy
+                return self._logps(self.train_model, ro)
         return self._logps(self.ref_model, ro)
 
     # ----- 1. sample
@@ -250,7 +257,7 @@ class Trainer(records.RunRecords):
             mask = mask * truncation_mask(ro.truncated).unsqueeze(1)  # DAPO overlong filtering
         batch.loss_mask = mask
         if self.cfg.mu > 1:  # pi_old is needed explicitly only when the batch is reused
-            batch.old_logps = self._logps(self.model, ro)
+            batch.old_logps = self._logps(self.train_model, ro)  # the model the update's forward runs on
         if self.beta > 0:
             batch.ref_logps = self._ref_logps(ro)
         return batch
@@ -278,7 +285,7 @@ class Trainer(records.RunRecords):
             for sl in micro_batches(N, cfg.group_size, cfg.micro_batch_size):
                 t0 = time.perf_counter()
                 out, logp = batch_loss(
-                    self.model, batch.rollout, batch.advantages, batch.loss_mask, variant=v,
+                    self.train_model, batch.rollout, batch.advantages, batch.loss_mask, variant=v,
                     temperature=cfg.temperature, beta=self.beta, old_logps=batch.old_logps,
                     ref_logps=batch.ref_logps, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
                     max_completion_length=cfg.max_new_tokens,
@@ -292,6 +299,7 @@ class Trainer(records.RunRecords):
                 weight = 1.0 if token_mean or pw is not None else (sl.stop - sl.start) / N
                 t1 = time.perf_counter()
                 (out.loss * weight).backward()
+                self.collect_grads()
                 tally.acc["time_forward"] += t1 - t0
                 tally.acc["time_backward"] += time.perf_counter() - t1
                 tally.add(out, weight, tok_share=float(batch.loss_mask[sl].sum()) / max(total_tokens, 1.0),
@@ -315,9 +323,23 @@ class Trainer(records.RunRecords):
         tally.acc["time_optimizer"] += time.perf_counter() - t0
 
     @torch.no_grad()
+    def collect_grads(self) -> None:
+        """bf16-mixed: add the bf16 copy's gradients into the fp32 weights' ``.grad`` (accumulated in fp32 across
+        micro-batches) and free the copy's.  Nothing when the training pass runs on the fp32 model itself."""
+        for c, p in self._compute_pairs:
+            if c.grad is None:
+                continue
+            if p.grad is None:
+                p.grad = c.grad.to(p.dtype)
+            else:
+                p.grad.add_(c.grad)
+            c.grad = None
+
+    @torch.no_grad()
     def sync_sampler(self) -> None:
-        """Copy the updated weights into the low-precision sampler (in place; nothing when the model samples)."""
-        for dst, src in self._sampler_pairs:
+        """Copy the updated fp32 weights into the bf16 compute copy and the low-precision sampler (in place; nothing
+        when the model itself trains and samples)."""
+        for dst, src in (*self._compute_pairs, *self._sampler_pairs):
             dst.copy_(src)
 
     # ----- evaluation

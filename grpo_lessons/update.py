@@ -44,8 +44,8 @@ def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: tor
 
     ``advantages`` is ``(N,)``, ``loss_mask``/``old_logps``/``ref_logps`` are ``(N, T)``; ``rows`` picks a
     micro-batch.  ``old_logps=None`` means on policy: ``pi_old = sg(pi_theta)``, every ratio exactly 1.
-    ``precision="bf16-mixed"`` runs the forward under bf16 autocast (the weights stay fp32; the log-softmax
-    and the loss are fp32).  ``correction`` (``sampling_logp`` of the whole batch ``(N, T)`` plus the
+    ``precision="bf16-mixed"`` runs the forward of an fp32 ``model`` under bf16 autocast (a bf16 ``model``, the
+    trainer's compute copy, runs as it is); the log-softmax and the loss are fp32.  ``correction`` (``sampling_logp`` of the whole batch ``(N, T)`` plus the
     rollout-correction settings) goes to :func:`policy_loss` only when given.
     ``group_size`` / ``prompt_weights`` ``(N,)`` (of the whole batch) are ScaleRL's ``prompt_mean`` normaliser.
     DPPO's top-K variants get ``divergence = topk_divergence(...)`` between the sampler's top-K
@@ -117,9 +117,12 @@ def correction_settings(cfg: TrainConfig, variant: Variant, sampling_logp: torch
 
 
 def autocast(model, precision: str):
-    """bf16 autocast on the model's device for ``precision="bf16-mixed"``; a no-op context for ``"fp32"``."""
-    device = next(model.parameters()).device.type
-    return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
+    """bf16 autocast on the model's device for ``precision="bf16-mixed"`` and an fp32 model (the trainer's frozen
+    reference, or a caller's fp32 model); a no-op context for ``"fp32"`` or a model already in bf16 (the trainer's
+    compute copy, :func:`grpo_lessons.train_setup.make_compute_model`)."""
+    param = next(model.parameters())
+    on = precision == "bf16-mixed" and param.dtype == torch.float32
+    return torch.autocast(device_type=param.device.type, dtype=torch.bfloat16, enabled=on)
 
 
 def mismatch_stats(sampling_logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:

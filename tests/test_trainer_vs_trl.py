@@ -28,4 +28,8 @@ def test_quick_path_times_both_trainers_by_phase(tmp_path):
                 assert all(row[p] >= 0 for p in mod.PHASES if p != "backward")
                 assert phases <= row["seconds"] * 1.05 + 0.05  # the phases are parts of the step
                 assert row["generate"] > 0 and row["forward"] > 0
-    assert "| fp32 |" in (tmp_path / "RESULT.md").read_text()
+    base = res["baseline"]  # our fp32 steps with the settings, measured first
+    assert base["steps_timed"] == 1 and base["s_per_step"] > 0 and base["generate"] > 0
+    assert res["baseline_settings"] == {"attn_implementation": None, "reuse_freed_memory": False, "optimizer": "adamw"}
+    md = (tmp_path / "RESULT.md").read_text()
+    assert "| fp32 |" in md and "the issue's settings" in md and "x faster" in md
