@@ -23,6 +23,7 @@ DEFAULT_PROMPTS_PER_STEP = 8
 PRECISIONS = ("fp32", "bf16-mixed")
 SAMPLER_DTYPES = ("float32", "bfloat16", "float16")
 OPTIMIZERS = ("adamw-fused", "adamw-foreach", "adamw")
+COPY_ROUNDINGS = ("dither", "nearest")
 ENTROPY_IN = ("reward", "loss")  # where TrainConfig.entropy_bonus enters
 
 
@@ -79,6 +80,9 @@ class TrainConfig:
     #   (the optimiser's), fp32 log-softmax and loss (train_setup.make_compute_model)
     sampler_dtype: str | None = None  # e.g. "bfloat16": sample with a low-precision copy of the weights (resynced
     #   after every update); None: the trainer's own model samples (no train/inference gap)
+    copy_rounding: str = "dither"  # how the fp32 weights are rounded into the bf16 copies after each update:
+    #   "dither" (a fixed random threshold per weight: the copy follows small updates) or "nearest"
+    #   (train_setup.LowPrecisionSync)
     sampler_fp32_head: bool = False  # the low-precision sampler computes its logits with an fp32 LM head
     #   (train_setup.FP32Head; MiniMax-M1's fix for the sampler/trainer gap)
     attn_implementation: str | None = "auto"  # "auto": "gqa" on a CPU (plain-matmul grouped-query attention,
@@ -198,6 +202,8 @@ class TrainConfig:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.sampler_dtype is not None and self.sampler_dtype not in SAMPLER_DTYPES:
             raise ValueError(f"sampler_dtype must be None or one of {SAMPLER_DTYPES}, got {self.sampler_dtype!r}")
+        if self.copy_rounding not in COPY_ROUNDINGS:
+            raise ValueError(f"copy_rounding must be one of {COPY_ROUNDINGS}, got {self.copy_rounding!r}")
         if self.sampler_fp32_head and self.sampler_dtype not in ("bfloat16", "float16"):
             raise ValueError("sampler_fp32_head needs a low-precision sampler: set sampler_dtype='bfloat16' (or "
                              f"'float16'); got sampler_dtype={self.sampler_dtype!r}")
@@ -234,6 +240,6 @@ TRAJECTORY_FIELDS = ("model", "task", "variant", "prompts_per_step", "group_size
                      "epsilon_high", "mu", "max_new_tokens", "temperature", "max_grad_norm", "weight_decay",
                      "micro_batch_size", "seed", "lora", "lora_r", "lora_alpha", "lora_targets", "dynamic_sampling",
                      "max_resample_rounds", "mask_truncated_completions", "overlong_cache_len", "reward_weights",
-                     "generation_batch_size", "trainable_layers", "precision", "sampler_dtype", "sampler_fp32_head", "optimizer",
+                     "generation_batch_size", "trainable_layers", "precision", "sampler_dtype", "sampler_fp32_head", "copy_rounding", "optimizer",
                      "rollout_correction", "rollout_clip_max", "rollout_clip_min", "off_policy_mask_threshold",
                      "entropy_bonus", "entropy_in", "retire_solved_at", "topk")

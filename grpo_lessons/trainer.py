@@ -31,11 +31,14 @@ One step (:meth:`Trainer.step`), each line a named call into the pipeline's modu
 Speed (``TrainConfig``): ``precision="bf16-mixed"`` runs the training forward/backward on a bf16 copy of the
 weights (``train_model``) whose gradients are added into the fp32 weights, which the optimiser steps (fp32 master
 weights; fp32 log-softmax and loss); ``sampler_dtype="bfloat16"`` samples with a bf16 copy of the weights (that
-same copy under bf16-mixed), resynced in place after every update, and keeps that sampler's own log-probs (``sampling_logps``)
-beside the trainer's ``pi_old``: every row logs the gap (``mismatch_k3``, ``mismatch_ratio_min/mean/max`` of
-``pi_old / mu``), and ``rollout_correction`` / ``off_policy_mask_threshold`` hand it to :func:`policy_loss`
-(notebook 11).  The optimiser is fused AdamW; the sampler draws by inverse CDF (rollout.InverseCDFSampler);
-attention is the plain matmul one on a CPU (``attn_implementation="auto"``).
+same copy under bf16-mixed), resynced in place after every update with dithered rounding (``copy_rounding``: with
+round-to-nearest a bf16 copy lags updates far below its spacing, train_setup.LowPrecisionSync), and keeps that
+sampler's own log-probs (``sampling_logps``) beside the trainer's ``pi_old``: every row logs the gap
+(``mismatch_k3``, ``mismatch_ratio_min/mean/max`` of ``pi_old / mu``), and ``rollout_correction`` /
+``off_policy_mask_threshold`` hand it to :func:`policy_loss` (notebook 11).  The optimiser is fused AdamW; the
+sampler draws by inverse CDF (rollout.InverseCDFSampler); attention on a CPU is plain-matmul grouped-query
+attention (``attn_implementation="auto"``, grpo_lessons.attention); glibc keeps freed memory for reuse
+(``reuse_freed_memory``).
 
 The configuration lives in :mod:`grpo_lessons.train_config`; building the model, reference, sampler and
 optimiser in :mod:`grpo_lessons.train_setup`; rewards, the reward matrix and evaluation in
@@ -71,7 +74,8 @@ from .scoring import (eval_fields, evaluate, matrix_weights, reward_matrix, rewa
 from .shaping import informative_groups, truncation_mask
 from .train_config import TrainConfig
 from .train_setup import (check_prompt_lengths, load_data, load_model, make_compute_model, make_optimizer,
-                          make_sampler, prepare_model, record_topk, reuse_freed_memory, set_attention)
+                          make_sampler, prepare_model, record_topk, reuse_freed_memory, set_attention,
+                          LowPrecisionSync)
 from .update import (EMPTY_UPDATE, LossTally, autocast, batch_loss, correction_settings, micro_batches,
                      mismatch_stats)
 from .variants import get_variant
@@ -143,6 +147,9 @@ class Trainer(records.RunRecords):
         # bf16-mixed: forward/backward run on a bf16 copy; its gradients go into the fp32 weights (collect_grads)
         self.train_model, self._compute_pairs = make_compute_model(cfg, self.model)
         self.sampler, self._sampler_pairs = make_sampler(cfg, self.model, compute=self.train_model)
+        # after each update: fp32 weights -> the copies, rounded against a fixed random threshold per weight
+        self._sync = LowPrecisionSync([*self._compute_pairs, *self._sampler_pairs], cfg.copy_rounding, cfg.seed)
+        self.sync_sampler()  # the copies start rounded the way every later sync rounds them
         self.stream = PromptStream(len(self.train_rows), cfg.seed)
         self.record_topk = record_topk(cfg, self.variant)  # DPPO top-K: the sampler keeps its top-K per position
         self.entropy_reward = cfg.entropy_bonus if cfg.entropy_in == "reward" else 0.0
@@ -337,10 +344,10 @@ class Trainer(records.RunRecords):
 
     @torch.no_grad()
     def sync_sampler(self) -> None:
-        """Copy the updated fp32 weights into the bf16 compute copy and the low-precision sampler (in place; nothing
-        when the model itself trains and samples)."""
-        for dst, src in (*self._compute_pairs, *self._sampler_pairs):
-            dst.copy_(src)
+        """Copy the updated fp32 weights into the bf16 compute copy and the low-precision sampler (in place, rounded as
+        ``cfg.copy_rounding`` says: :class:`~grpo_lessons.train_setup.LowPrecisionSync`; nothing when the model itself
+        trains and samples)."""
+        self._sync()
 
     # ----- evaluation
     def evaluate(self) -> dict | None:

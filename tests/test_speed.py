@@ -12,7 +12,7 @@ from grpo_lessons.rollout import TemperedTokenLogp, encode_prompts, generate_com
 from grpo_lessons.train_setup import low_precision_copy, reuse_freed_memory
 from grpo_lessons.trainer import TrainConfig, Trainer
 
-from test_trainer import ROWS, cfg, digits
+from test_trainer import ROWS, cfg, digits, is_bf16_rounding
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def test_bf16_mixed_trains_a_bf16_copy_into_fp32_master_weights(tmp_path):
     assert math.isfinite(row["loss"]) and row["grad_norm"] > 0
     assert any(not torch.equal(a, p) for a, p in zip(before, tr.params))  # the fp32 weights moved
     for (n, c), (_, p) in zip(tr.train_model.named_parameters(), tr.model.named_parameters()):
-        assert torch.equal(c, p.detach().to(torch.bfloat16)), n  # the copy is resynced from them
+        assert is_bf16_rounding(c, p.detach()), n  # the copy is resynced from them (dithered rounding)
         assert c.grad is None  # its gradients went into the fp32 weights
     # The copy samples and trains, so the only sampler/trainer gap is bf16's own order of computation
     assert row["mismatch_k3"] < 0.05
@@ -211,3 +211,50 @@ def test_inverse_cdf_fast_path_matches_the_general_path():
     p = torch.softmax(scores / 0.7, -1)
     torch.testing.assert_close(out["fast"][2][:, 0], -(p * p.log()).sum(-1))  # entropy by hand
     assert torch.equal(out["fast"][3][0], out["general"][3][0])
+
+
+# --------------------------------------------------------------------------------------------
+# Rounding the fp32 weights into the bf16 copies: dithered, so the copy follows small updates
+# --------------------------------------------------------------------------------------------
+
+def test_dithered_copy_follows_updates_far_below_bf16_spacing_where_nearest_lags():
+    from grpo_lessons.train_setup import LowPrecisionSync
+
+    g = torch.Generator().manual_seed(0)
+    # weights on fp16's grid, as SmolLM2's are: 8 positions per bf16 interval around 0.13 (bf16 spacing 2**-10)
+    s = 2.0 ** -10
+    w0 = (0.125 + s * (torch.randint(0, 64, (200_000,), generator=g).float() / 8)).float()
+    step = s / 32  # one AdamW step of lr 3e-5 is about a thirtieth of the spacing
+    ratios = {}
+    for rounding in ("nearest", "dither"):
+        src = w0.clone()
+        dst = torch.empty(src.shape, dtype=torch.bfloat16)
+        sync = LowPrecisionSync([(dst, src)], rounding, seed=1)
+        sync()
+        start = dst.float().clone()
+        ratios[rounding] = []
+        for k in range(1, 7):  # six small steps: how far did the copy move, against the weights?
+            src += step
+            sync()
+            assert is_bf16_rounding(dst, src)
+            ratios[rounding].append(float((dst.float() - start).mean()) / (k * step))
+    assert all(abs(r - 1.0) < 0.05 for r in ratios["dither"]), ratios  # the copy keeps pace, step by step
+    # nearest rounding moves in lumps: every weight at one grid position crosses the midpoint on the same step
+    assert max(abs(r - 1.0) for r in ratios["nearest"]) > 0.3, ratios
+    # negative weights, zeros and infinities come through correctly
+    src = torch.tensor([-0.3, 0.0, -0.0, float("inf"), float("-inf"), 1e-30])
+    dst = torch.empty(6, dtype=torch.bfloat16)
+    LowPrecisionSync([(dst, src)], "dither")()
+    assert is_bf16_rounding(dst, src) and torch.isinf(dst[3:5]).all() and dst[3] > 0 > dst[4]
+    with pytest.raises(ValueError, match="rounding"):
+        LowPrecisionSync([], "stochastic")
+
+
+def test_copy_rounding_nearest_is_the_plain_cast(tmp_path):
+    tr = Trainer(cfg(tmp_path, eval_size=0, sampler_dtype="bfloat16", copy_rounding="nearest", lr=1e-2),
+                 train_rows=ROWS, reward_funcs=[digits])
+    tr.step()
+    for (n, c), (_, p) in zip(tr.sampler.named_parameters(), tr.model.named_parameters()):
+        assert torch.equal(c, p.detach().to(torch.bfloat16)), n
+    with pytest.raises(ValueError, match="copy_rounding"):
+        TrainConfig(out=str(tmp_path), copy_rounding="up").validate()

@@ -32,6 +32,13 @@ def const_or_digits(completions, kind, **kw):
     return [1.0 if k == "const" else x for k, x in zip(kind, d)]
 
 
+def is_bf16_rounding(c: torch.Tensor, p: torch.Tensor) -> bool:
+    """Every entry of the bf16 tensor ``c`` is one of the two bf16 neighbours of the fp32 entry of ``p``."""
+    low = p.contiguous().view(torch.int32) & -65536  # truncated toward zero
+    cf = c.float()
+    return bool(((cf == low.view(torch.float32)) | (cf == (low + 65536).view(torch.float32))).all())
+
+
 def cfg(tmp_path, name="run", **kw):
     base = dict(model="tiny-qwen2", steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6, lr=1e-3,
                 eval_size=4, eval_every=2, out=str(tmp_path / name), seed=0, beta=0.0, micro_batch_size=8)
@@ -393,7 +400,7 @@ def test_bf16_sampler_is_a_resynced_copy_and_the_mismatch_is_logged(tmp_path):
     torch.testing.assert_close(b.rollout.sampling_logps, own.float(), atol=0.05, rtol=0)
     row = tr.step()
     for (n, s), (_, p) in zip(tr.sampler.named_parameters(), tr.model.named_parameters()):
-        assert torch.equal(s, p.detach().to(torch.bfloat16)), n  # resynced after the update
+        assert is_bf16_rounding(s, p.detach()), n  # resynced after the update (dithered rounding, test_speed.py)
     assert row["mismatch_k3"] > 1e-7
     assert row["mismatch_ratio_min"] <= row["mismatch_ratio_mean"] <= row["mismatch_ratio_max"]
     assert row["mismatch_ratio_min"] < 1 < row["mismatch_ratio_max"]
@@ -508,5 +515,5 @@ def test_lora_with_a_bf16_sampler_resyncs_the_adapter(tmp_path):
     tr.step()
     lora = {n: p for n, p in tr.model.named_parameters() if p.requires_grad}
     own = dict(tr.sampler.named_parameters())
-    assert lora and all(torch.equal(own[n], p.detach().to(torch.bfloat16)) for n, p in lora.items())
+    assert lora and all(is_bf16_rounding(own[n], p.detach()) for n, p in lora.items())
     assert any(float(p.detach().abs().max()) > 0 for n, p in lora.items() if "lora_B" in n)  # the adapter did move
