@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--sampler-dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="sample with a copy of the weights in this dtype, resynced after every update "
                         "(default: the trained model samples; no train/inference gap)")
+    t.add_argument("--copy-rounding", default=d.copy_rounding, choices=["dither", "nearest"],
+                   help="how the fp32 weights are rounded into the bf16 copies after each update: dither (a fixed "
+                        "random threshold per weight; the copy follows small updates) or nearest")
     t.add_argument("--sampler-fp32-head", action=argparse.BooleanOptionalAction, default=d.sampler_fp32_head,
                    help="the low-precision sampler computes its logits with an fp32 LM head")
     t.add_argument("--attn-implementation", default=d.attn_implementation,
