@@ -258,3 +258,19 @@ def test_copy_rounding_nearest_is_the_plain_cast(tmp_path):
         assert torch.equal(c, p.detach().to(torch.bfloat16)), n
     with pytest.raises(ValueError, match="copy_rounding"):
         TrainConfig(out=str(tmp_path), copy_rounding="up").validate()
+
+
+def test_sampler_fp32_head_is_an_untied_fp32_copy_kept_in_sync(tmp_path):
+    from grpo_lessons.train_setup import FP32Head
+
+    tr = Trainer(cfg(tmp_path, eval_size=0, sampler_dtype="bfloat16", sampler_fp32_head=True, lr=1e-2,
+                     copy_rounding="nearest"), train_rows=ROWS, reward_funcs=[digits])
+    head = tr.sampler.get_output_embeddings()
+    assert isinstance(head, FP32Head) and head.weight.dtype == torch.float32
+    assert tr.sampler.get_input_embeddings().weight.dtype == torch.bfloat16  # the body stays bf16
+    tr.step()
+    master = tr.model.get_output_embeddings().weight.detach()
+    assert torch.equal(head.weight, master)  # fp32 -> fp32: copied exactly after the update
+    assert not torch.equal(master, tr.model.get_output_embeddings().weight.detach().to(torch.bfloat16).float())
+    with pytest.raises(ValueError, match="sampler_fp32_head"):
+        TrainConfig(out=str(tmp_path), sampler_fp32_head=True).validate()
