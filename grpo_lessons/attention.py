@@ -7,8 +7,9 @@ share a key/value head are stacked along the query axis instead, ``(B, H_kv, rep
 same products, nothing copied but the (small) queries.  Same softmax in fp32, same mask, same output layout as
 ``"eager"`` (a test checks logits and gradients against it).
 
-Measured on this project's 2-core CPU (SmolLM2-135M, 9 query / 3 key-value heads, 64 sequences decoding 12 tokens
-in bf16): the ``repeat_kv`` copies were about 25 ms of each ~150 ms decoding step.
+Profiled on this project's 2-core CPU (SmolLM2-135M, 9 query / 3 key-value heads, 64 sequences decoding 12 tokens
+in bf16): the ``repeat_kv`` copies were about 25 ms of each ~150 ms decoding step (benchmarks/trainer_vs_trl.py
+measures the whole step).
 
     from grpo_lessons.attention import use_gqa_attention
     use_gqa_attention(model)     # what TrainConfig(attn_implementation="auto") does on a CPU

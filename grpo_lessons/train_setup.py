@@ -323,8 +323,8 @@ def reuse_freed_memory() -> bool:
 
     By default glibc hands every block over 32 MB straight back to the kernel when it is freed, so each
     ``(32, 12, 49152)`` fp32 logits tensor of a GRPO step (75 MB) is a fresh mapping whose ~18,000 pages fault in one
-    by one, every time.  With mmap off for allocations and a 1 GB trim threshold, freed blocks are reused.  Measured on
-    this project's 2-core CPU, SmolLM2-135M, 8 x 8 completions of 12 tokens, bf16-mixed: forward + backward 5.3 s ->
+    by one, every time.  With mmap off for allocations and a 1 GB trim threshold, freed blocks are reused.  Profiled on
+    this project's 2-core CPU (a fixed batch, during development), SmolLM2-135M, 8 x 8 completions of 12 tokens, bf16-mixed: forward + backward 5.3 s ->
     3.6 s, generation 2.4 s -> 2.2 s; fp32: 9.4 s -> 7.0 s and 4.3 s -> 4.0 s.  The price: the process keeps what it
     has freed (peak RSS is recorded by benchmarks/cpu_learning.py).  The same effect as starting Python with
     ``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824``.
