@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._machine import machine  # noqa: E402
 
 from grpo_lessons.rollout import rollout_logps  # noqa: E402
-from grpo_lessons.train_setup import LowPrecisionSync, low_precision_copy  # noqa: E402
+from grpo_lessons.train_setup import LowPrecisionSync, low_precision_copy, round_to_bf16  # noqa: E402
 from grpo_lessons.trainer import TrainConfig, Trainer  # noqa: E402
 from grpo_lessons.update import mismatch_stats  # noqa: E402
 
@@ -45,8 +45,7 @@ def stochastic_copy(pairs, gen: torch.Generator) -> None:
     """bf16 <- fp32 rounded up with probability equal to the dropped fraction, drawn afresh for every weight."""
     with torch.no_grad():
         for dst, src in pairs:
-            noise = torch.randint(0, 1 << 16, src.shape, dtype=torch.int32, generator=gen)
-            dst.copy_(((src.detach().contiguous().view(torch.int32) + noise) & -65536).view(torch.float32))
+            dst.copy_(round_to_bf16(src.detach(), torch.randint(0, 1 << 16, src.shape, dtype=torch.int32, generator=gen)))
 
 
 def main(argv=None) -> int:

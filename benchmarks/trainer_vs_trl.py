@@ -146,14 +146,18 @@ def run_pair(s: dict, precision: str, steps: int, rows: list[dict], tmp: str) ->
             trl_rows.append({"seconds": total, "generate": g, "forward": fwd, "backward": ts - g - fwd,
                              "optimizer": total - ts})
             r = ours.step()  # ours right after: the same load
-            our_rows.append({"seconds": r["seconds"], "generate": r["time_sample"], "forward": r["time_forward"],
-                             "backward": r["time_backward"], "optimizer": r["time_optimizer"],
-                             "reward_mean": r["reward_mean"], "mismatch_k3": r["mismatch_k3"]})
+            our_rows.append({**our_phases(r), "reward_mean": r["reward_mean"], "mismatch_k3": r["mismatch_k3"]})
             print(f"  [{precision}] step {len(trl_rows)}: TRL {total:.2f} s, ours {r['seconds']:.2f} s", flush=True)
 
     trl.add_callback(Alternate())
     trl.train()
     return {"trl": trl_rows, "ours": our_rows}
+
+
+def our_phases(row: dict) -> dict:
+    """One of our ``metrics.csv`` rows as the benchmark's step record: seconds and the time of each phase."""
+    return {"seconds": row["seconds"], "generate": row["time_sample"], "forward": row["time_forward"],
+            "backward": row["time_backward"], "optimizer": row["time_optimizer"]}
 
 
 def run_baseline(s: dict, steps: int, rows: list[dict], tmp: str) -> list[dict]:
@@ -163,8 +167,7 @@ def run_baseline(s: dict, steps: int, rows: list[dict], tmp: str) -> list[dict]:
     out = []
     for i in range(steps + 1):
         r = tr.step()
-        out.append({"seconds": r["seconds"], "generate": r["time_sample"], "forward": r["time_forward"],
-                    "backward": r["time_backward"], "optimizer": r["time_optimizer"]})
+        out.append(our_phases(r))
         print(f"  [baseline] step {i + 1}: ours {r['seconds']:.2f} s", flush=True)
     return out
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["GQA_ATTENTION", "gqa_eager_attention", "register", "use_gqa_attention"]
+__all__ = ["GQA_ATTENTION", "gqa_eager_attention", "register", "apply_attention", "use_gqa_attention"]
 
 GQA_ATTENTION = "grpo_gqa_eager"  # the name it is registered under in transformers' AttentionInterface
 
@@ -56,11 +56,18 @@ def register() -> str:
     return GQA_ATTENTION
 
 
-def use_gqa_attention(model) -> None:
-    """Switch ``model`` (and every copy made of it afterwards) to :func:`gqa_eager_attention`."""
-    name = register()
+def apply_attention(model, name: str) -> None:
+    """Switch ``model`` (and every copy made of it afterwards) to the attention implementation ``name``
+    (``"gqa"``: :func:`gqa_eager_attention`; otherwise a transformers name such as ``"eager"`` or ``"sdpa"``)."""
+    if name == "gqa":
+        name = register()
     setter = getattr(model, "set_attn_implementation", None)
     if setter is not None:
         setter(name)
     else:  # an older transformers: the config field is what the attention layers read
         model.config._attn_implementation = name
+
+
+def use_gqa_attention(model) -> None:
+    """Switch ``model`` (and every copy made of it afterwards) to :func:`gqa_eager_attention`."""
+    apply_attention(model, "gqa")

@@ -40,6 +40,7 @@ __all__ = [
     "encode_prompts",
     "prompt_lengths",
     "context_length",
+    "prompts_over_context",
     "eos_token_ids",
     "completion_mask_from_ids",
     "concat_rollouts",
@@ -93,6 +94,15 @@ def prompt_lengths(tokenizer, prompts: Sequence) -> list[int]:
         text = _prompt_text(tokenizer, p)
         out.append(len(tokenizer(text, add_special_tokens=not is_conversational(p))["input_ids"]))
     return out
+
+
+def prompts_over_context(tokenizer, model, prompts: Sequence, max_new_tokens: int) -> tuple[int | None, list[tuple[int, int]]]:
+    """``(context, [(index, prompt tokens), ...])``: the model's context (None: unknown, nothing is checked) and every
+    prompt that does not leave room for ``max_new_tokens`` in it."""
+    ctx = context_length(model)
+    if ctx is None:
+        return None, []
+    return ctx, [(i, n) for i, n in enumerate(prompt_lengths(tokenizer, prompts)) if n + max_new_tokens > ctx]
 
 
 def context_length(model) -> int | None:
@@ -437,44 +447,34 @@ class InverseCDFSampler:
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if not self.top_k and self.top_p >= 1.0:
-            return self._full_distribution(scores)
-        lp = torch.log_softmax(scores.float() / self.temperature, dim=-1)  # (N, V)
-        if self.top_k and self.top_k < lp.shape[-1]:
-            kth = lp.topk(self.top_k, dim=-1).values[:, -1:]  # (N, 1)
-            lp = torch.log_softmax(lp.masked_fill(lp < kth, float("-inf")), dim=-1)
-        if self.top_p < 1.0:
-            srt, idx = lp.sort(dim=-1, descending=True)  # (N, V)
-            before = srt.exp().cumsum(-1) - srt.exp()  # probability mass strictly above each entry
-            drop = torch.zeros_like(lp, dtype=torch.bool).scatter(-1, idx, before >= self.top_p)
-            lp = torch.log_softmax(lp.masked_fill(drop, float("-inf")), dim=-1)
-        p = lp.exp()  # (N, V)
-        self._entropy.append(-(p * lp).nansum(-1))  # (N,); a truncated-away token gives 0 * -inf = NaN: skipped
+            # The whole tempered softmax (the trainer's case), in as few passes over (N, V) as it takes -- on a CPU
+            # the vocabulary-sized work is a large part of each decoding step: log-softmax in place, and the
+            # entropy -sum_v p_v log p_v as one batched dot product (no (N, V) temporary).
+            lp = scores.float() / self.temperature  # (N, V), a new tensor
+            lp = lp.sub_(torch.logsumexp(lp, dim=-1, keepdim=True))
+            p = lp.exp()  # (N, V)
+            entropy = -torch.bmm(p.unsqueeze(1), lp.unsqueeze(2)).view(-1)  # (N,)
+        else:
+            lp = torch.log_softmax(scores.float() / self.temperature, dim=-1)  # (N, V)
+            if self.top_k and self.top_k < lp.shape[-1]:
+                kth = lp.topk(self.top_k, dim=-1).values[:, -1:]  # (N, 1)
+                lp = torch.log_softmax(lp.masked_fill(lp < kth, float("-inf")), dim=-1)
+            if self.top_p < 1.0:
+                srt, idx = lp.sort(dim=-1, descending=True)  # (N, V)
+                before = srt.exp().cumsum(-1) - srt.exp()  # probability mass strictly above each entry
+                drop = torch.zeros_like(lp, dtype=torch.bool).scatter(-1, idx, before >= self.top_p)
+                lp = torch.log_softmax(lp.masked_fill(drop, float("-inf")), dim=-1)
+            p = lp.exp()  # (N, V)
+            entropy = -(p * lp).nansum(-1)  # (N,); a truncated-away token gives 0 * -inf = NaN: skipped
+        self._entropy.append(entropy)
         if self.record_topk:
             top = lp.topk(min(self.record_topk, lp.shape[-1]), dim=-1)  # (N, K), most likely first
             self._topk.append((top.indices, top.values))
-        cdf = p.cumsum(-1)  # (N, V)
+        cdf = p.cumsum_(-1)  # (N, V), in place: p is not needed any more
         u = torch.rand(cdf.shape[0], 1, device=cdf.device) * cdf[:, -1:]  # (N, 1), one uniform per row
         tok = torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[-1] - 1)  # (N, 1); never a p = 0 token
         self._steps.append(lp.gather(-1, tok).squeeze(-1))  # (N,)
-        return torch.full_like(scores, float("-inf")).scatter_(-1, tok, 0.0)
-
-    def _full_distribution(self, scores: torch.Tensor) -> torch.Tensor:
-        """The draw from the whole tempered softmax (the trainer's case), in as few passes over ``(N, V)`` as it
-        takes: the same numbers as the general path (a test checks draws, log-probs and entropies), about half the
-        vocabulary-sized work, which on a CPU is a large part of each decoding step."""
-        lp = scores.float() / self.temperature  # (N, V), a new tensor: HF's scores are not ours to keep
-        lp = lp.sub_(torch.logsumexp(lp, dim=-1, keepdim=True))  # log_softmax, in place
-        p = lp.exp()  # (N, V)
-        # entropy -sum_v p_v log p_v as one batched dot product (no (N, V) temporary)
-        self._entropy.append(-torch.bmm(p.unsqueeze(1), lp.unsqueeze(2)).view(-1))  # (N,)
-        if self.record_topk:
-            top = lp.topk(min(self.record_topk, lp.shape[-1]), dim=-1)  # (N, K), most likely first
-            self._topk.append((top.indices, top.values))
-        cdf = p.cumsum_(-1)  # (N, V), in place
-        u = torch.rand(cdf.shape[0], 1, device=cdf.device) * cdf[:, -1:]  # (N, 1), one uniform per row
-        tok = torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[-1] - 1)  # (N, 1)
-        self._steps.append(lp.gather(-1, tok).squeeze(-1))  # (N,)
-        return scores.fill_(float("-inf")).scatter_(-1, tok, 0.0)  # in place: greedy argmax is the draw
+        return torch.full_like(scores, float("-inf")).scatter_(-1, tok, 0.0)  # greedy argmax is the draw
 
     def logps(self) -> torch.Tensor:
         """``(N, T')`` log-probs of the drawn tokens, one column per generated position."""
@@ -565,16 +565,13 @@ def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 
         raise ValueError(f"temperature must be > 0 (or None for greedy decoding), got {temperature}")
     if greedy and group_size > 1:
         raise ValueError("greedy decoding gives G identical completions; use temperature > 0 or group_size=1")
-    ctx = context_length(model)
-    if ctx is not None:
-        lens = prompt_lengths(tokenizer, prompts)
-        too_long = [(i, n) for i, n in enumerate(lens) if n + max_new_tokens > ctx]
-        if too_long:
-            i, n = too_long[0]
-            raise ValueError(
-                f"prompt {i} has {n} tokens; with max_new_tokens={max_new_tokens} that exceeds the model's "
-                f"context of {ctx} tokens ({len(too_long)} prompt(s) too long). Shorten the prompts or "
-                f"lower max_new_tokens.")
+    ctx, too_long = prompts_over_context(tokenizer, model, prompts, max_new_tokens)
+    if too_long:
+        i, n = too_long[0]
+        raise ValueError(
+            f"prompt {i} has {n} tokens; with max_new_tokens={max_new_tokens} that exceeds the model's "
+            f"context of {ctx} tokens ({len(too_long)} prompt(s) too long). Shorten the prompts or "
+            f"lower max_new_tokens.")
     if generator_seed is not None:
         torch.manual_seed(generator_seed)
     eos_ids = eos_token_ids(model, tokenizer)

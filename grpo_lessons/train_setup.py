@@ -9,19 +9,21 @@ before any file is written.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .rollout import context_length, prompt_lengths
+from .rollout import prompts_over_context
 from .scoring import reward_names
 from .train_config import TrainConfig
 from .variants import Variant
 
 __all__ = ["RunData", "load_data", "load_model", "check_prompt_lengths", "prepare_model", "make_optimizer",
-           "make_sampler", "make_compute_model", "low_precision_copy", "FP32Head", "LowPrecisionSync", "set_attention", "reuse_freed_memory",
+           "make_sampler", "make_compute_model", "low_precision_copy", "FP32Head", "LowPrecisionSync", "round_to_bf16",
+           "set_attention", "reuse_freed_memory",
            "record_topk"]
 
 
@@ -88,12 +90,8 @@ def load_model(cfg: TrainConfig, model=None, tokenizer=None) -> tuple[Any, Any]:
 
 def check_prompt_lengths(tokenizer, model, rows_by_name: dict[str, Sequence[dict]], max_new_tokens: int) -> None:
     """``ValueError`` when a prompt plus ``max_new_tokens`` does not fit the model's context."""
-    ctx = context_length(model)
-    if ctx is None:
-        return
     for name, rows in rows_by_name.items():
-        lens = prompt_lengths(tokenizer, [r["prompt"] for r in rows])
-        bad = [(i, n) for i, n in enumerate(lens) if n + max_new_tokens > ctx]
+        ctx, bad = prompts_over_context(tokenizer, model, [r["prompt"] for r in rows], max_new_tokens)
         if bad:
             i, n = bad[0]
             raise ValueError(
@@ -201,6 +199,19 @@ def low_precision_copy(model, dtype: torch.dtype, *, trainable: bool, fp32_head:
     return dup
 
 
+def round_to_bf16(src: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
+    """fp32 ``src`` rounded to a bf16 neighbour against ``threshold`` (int32 in ``[0, 2^16)``, ``src``'s shape); the
+    result is an fp32 tensor every value of which bf16 holds exactly, so casting it to bf16 changes nothing.
+
+    bf16 keeps an fp32 number's top 16 bits: the threshold is added to the bit pattern and the low 16 bits dropped, so
+    a value is rounded up (away from zero: the pattern is sign-magnitude) exactly when its dropped bits exceed
+    ``2^16 - threshold``.  A uniform threshold rounds up with probability equal to the dropped fraction.  Infinities
+    stay infinite; only values within a bf16 step of float32's maximum can round up to inf, as nearest rounding does.
+    """
+    bits = src.contiguous().view(torch.int32) + threshold
+    return bits.bitwise_and_(-65536).view(torch.float32)
+
+
 class LowPrecisionSync:
     """Copies the fp32 weights into their low-precision copies (the sampler, the bf16 compute copy) after each update.
 
@@ -235,11 +246,7 @@ class LowPrecisionSync:
             if thr is None:
                 dst.copy_(src)
                 continue
-            # bf16 keeps an fp32 number's top 16 bits: add a threshold in [0, 2^16) to the bit pattern, drop the low
-            # 16 bits -> rounded up exactly when the dropped bits exceed 2^16 - threshold (sign-magnitude: both signs)
-            # (inf stays inf; only values within a bf16 step of float32's maximum can round up to inf, as nearest does)
-            bits = src.detach().contiguous().view(torch.int32) + (thr.to(torch.int32) + (1 << 15))
-            dst.copy_(bits.bitwise_and_(-65536).view(torch.float32))
+            dst.copy_(round_to_bf16(src.detach(), thr.to(torch.int32) + (1 << 15)))
 
 
 def _sync_pairs(copy_model, model) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -302,22 +309,12 @@ def set_attention(cfg: TrainConfig, model) -> None:
     impl = cfg.attn_implementation
     if impl == "auto":
         impl = "gqa" if torch.device(cfg.device).type == "cpu" else None
-    if impl is None:
-        return
-    if impl == "gqa":
-        from .attention import use_gqa_attention
-        use_gqa_attention(model)
-        return
-    setter = getattr(model, "set_attn_implementation", None)
-    if setter is None:  # an older transformers: the config field is what the attention layers read
-        model.config._attn_implementation = impl
-    else:
-        setter(impl)
+    if impl is not None:
+        from .attention import apply_attention
+        apply_attention(model, impl)
 
 
-_MALLOPT_DONE: list[bool] = []
-
-
+@functools.cache  # process-wide: once is enough, and every later call gets the first answer
 def reuse_freed_memory() -> bool:
     """Make glibc's ``malloc`` keep freed memory for reuse (Linux only; process-wide, once); True when it applied.
 
@@ -329,21 +326,17 @@ def reuse_freed_memory() -> bool:
     has freed (peak RSS is recorded by benchmarks/cpu_learning.py).  The same effect as starting Python with
     ``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824``.
     """
-    if _MALLOPT_DONE:
-        return _MALLOPT_DONE[0]
-    ok = False
     import platform
-    if platform.system() == "Linux":
-        import ctypes
-        import ctypes.util
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            m_trim_threshold, m_mmap_max = -1, -4  # glibc's mallopt parameter numbers (malloc.h)
-            ok = bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
-        except (OSError, AttributeError):  # not glibc (musl has no mallopt): leave the allocator alone
-            ok = False
-    _MALLOPT_DONE.append(ok)
-    return ok
+    if platform.system() != "Linux":
+        return False
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        m_trim_threshold, m_mmap_max = -1, -4  # glibc's mallopt parameter numbers (malloc.h)
+        return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt): leave the allocator alone
+        return False
 
 
 def _block_list(model) -> torch.nn.ModuleList:

@@ -8,7 +8,7 @@ import torch
 
 from grpo_lessons.attention import GQA_ATTENTION, gqa_eager_attention, use_gqa_attention
 from grpo_lessons.models import tiny_qwen, tiny_tokenizer
-from grpo_lessons.rollout import TemperedTokenLogp, encode_prompts, generate_completions, rollout_logps
+from grpo_lessons.rollout import TemperedTokenLogp, encode_prompts, generate_completions
 from grpo_lessons.train_setup import low_precision_copy, reuse_freed_memory
 from grpo_lessons.trainer import TrainConfig, Trainer
 
