@@ -28,7 +28,6 @@ import argparse
 import copy
 import dataclasses
 import json
-import math
 import os
 import random
 import shutil

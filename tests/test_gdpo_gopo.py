@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 
 import pytest
 import torch

@@ -2,22 +2,11 @@
 
 import math
 
-import matplotlib
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from grpo_lessons import kl_estimate, policy_loss  # noqa: E402
-from grpo_lessons.viz import clipping  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
+from grpo_lessons import kl_estimate, policy_loss
+from grpo_lessons.viz import clipping
 
 
 def _controls(w):

@@ -2,27 +2,16 @@
 
 import inspect
 
-import matplotlib
+import pytest
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-
-from grpo_lessons.viz import advantages, clipping, comparison, core, length, offpolicy, pairwise, rewards  # noqa: E402
-from grpo_lessons.viz import variants  # noqa: E402
-from grpo_lessons.viz._common import _align, _float_slider, _int_slider, _toggle  # noqa: E402
+from grpo_lessons.viz import advantages, clipping, comparison, core, length, offpolicy, pairwise, rewards
+from grpo_lessons.viz import variants
+from grpo_lessons.viz._common import _align, _float_slider, _int_slider, _toggle
 
 MODULES = (advantages, clipping, length, pairwise, offpolicy, rewards)
 WIDGETS = [(m.__name__.rsplit(".", 1)[-1], n) for m in MODULES for n in m.__all__
            if n.endswith("_widget") and not any(p.default is inspect.Parameter.empty
                                                 for p in inspect.signature(getattr(m, n)).parameters.values())]
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 def _px(width: str) -> int:

@@ -2,22 +2,11 @@
 
 import math
 
-import matplotlib
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from grpo_lessons.aggregation import token_weights  # noqa: E402
-from grpo_lessons.viz import length  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
+from grpo_lessons.aggregation import token_weights
+from grpo_lessons.viz import length
 
 
 def _controls(w):

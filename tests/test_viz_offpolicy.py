@@ -5,24 +5,13 @@ import csv
 import itertools
 import math
 
-import matplotlib
+import numpy as np
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from grpo_lessons.divergence import topk_divergence  # noqa: E402
-from grpo_lessons.scaling_law import sigmoid_curve  # noqa: E402
-from grpo_lessons.viz import offpolicy as vo  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
+from grpo_lessons.divergence import topk_divergence
+from grpo_lessons.scaling_law import sigmoid_curve
+from grpo_lessons.viz import offpolicy as vo
 
 
 # ----------------------------------------------------------------------------- 11

@@ -2,21 +2,10 @@
 
 import math
 
-import matplotlib
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from grpo_lessons.viz import comparison, pairwise  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
+from grpo_lessons.viz import comparison, pairwise
 
 
 def _controls(w):

@@ -3,7 +3,7 @@
 import torch
 
 from ..advantages import group_advantages
-from ..exercises import Exercise, ExerciseError, check_function, close_to, close_to_list, register
+from ..exercises import Exercise, check_function, close_to, close_to_list, register
 
 _R = torch.tensor([1.5, 0.5, 0.5, 1.5])
 

@@ -1,7 +1,5 @@
 """Exercises of notebook 05 (GRPO end to end): dead groups at the base model's pass rate."""
 
-import torch
-
 from ..advantages import zero_gradient_probability
 from ..exercises import Exercise, ExerciseError, check_function, close_to, register
 

@@ -3,7 +3,7 @@
 import torch
 
 from ..dynamic_sampling import expected_sampling_cost
-from ..exercises import Exercise, ExerciseError, check_function, close_to, close_to_list, register
+from ..exercises import Exercise, ExerciseError, check_function, close_to, register
 from ..shaping import soft_overlong_penalty
 
 

@@ -1,7 +1,5 @@
 """Exercises of notebook 08 (GSPO): the sequence ratio, whether a sequence is clipped, the ratio as code."""
 
-import math
-
 import torch
 
 from ..exercises import Exercise, ExerciseError, check_function, close_to, register

@@ -1,7 +1,5 @@
 """Exercises of notebook 09 (2-GRPO): a pair's advantages, the same-budget prompt count, the pair rule as code."""
 
-import math
-
 import torch
 
 from ..advantages import group_advantages

@@ -1,7 +1,5 @@
 """Exercises of notebook 10 (SAPO): the soft gate's weight, the temperature that halves it, the weight as code."""
 
-import math
-
 import torch
 
 from ..exercises import Exercise, ExerciseError, check_function, close_to, register

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..exercises import Exercise, ExerciseError, close_to, learner_call, register
+from ..exercises import Exercise, ExerciseError, learner_call, register
 
 
 def _cases():

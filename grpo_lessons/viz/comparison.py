@@ -9,7 +9,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 
 from ..variants import get_variant
 from ._common import _plt

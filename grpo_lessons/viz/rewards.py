@@ -20,7 +20,6 @@ The mathematics lives in the package (:mod:`grpo_lessons.advantages`, :mod:`grpo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
