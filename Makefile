@@ -40,7 +40,7 @@ test: $(STAMP)
 	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(BIN)/python -m pytest --nbval-lax -n 2 --dist loadfile $(PYTEST_ARGS)
 
 data: $(STAMP)
-	$(BIN)/python -m grpo_lessons.data --out data
+	$(BIN)/python -m grpo_lessons.training.data --out data
 
 clean-venv:
 	rm -rf $(VENV)

@@ -4,7 +4,7 @@
     python benchmarks/compare_variants.py --model tiny-qwen2 --toy-reward       # seconds: mechanics only
 
 For every variant in ``--variants`` (plain ``grpo`` is always run first) it trains with
-``grpo_lessons.trainer`` through :func:`grpo_lessons.viz.comparison.run_comparison`: the same ``TrainConfig`` except
+``grpo_lessons.training.trainer`` through :func:`grpo_lessons.course.viz.comparison.run_comparison`: the same ``TrainConfig`` except
 the variant (2-GRPO gets G = 2 and G/2 times the prompts: the same completions per step). The registry's paper
 defaults that change the *budget* (G = 16 for DAPO, beta = 0.04 for GRPO) are not applied; each variant's own
 trainer switches (DAPO: dynamic sampling, overlong filtering) are, so DAPO may sample more completions — the
@@ -36,7 +36,7 @@ DEFAULT_VARIANTS = ("dr_grpo", "dapo", "gspo", "sapo", "2-grpo")
 
 def starts_with_digit(completions, **kwargs):
     """Toy reward for an untrained model: 1.0 if the completion begins with a digit."""
-    from grpo_lessons.rewards.extract import completion_text
+    from grpo_lessons.core.rewards.extract import completion_text
 
     return [1.0 if completion_text(c)[:1].isdigit() else 0.0 for c in completions]
 
@@ -97,8 +97,8 @@ def main(argv=None) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from grpo_lessons.models import resolve_model
-    from grpo_lessons.viz import comparison as viz
+    from grpo_lessons.training.models import resolve_model
+    from grpo_lessons.course.viz import comparison as viz
 
     variants = ["grpo"] + [v for v in args.variants if v != "grpo"]
     out = Path(args.out)

@@ -3,7 +3,7 @@
 Trains SmolLM2-135M-Instruct with the project's fp32 trainer (GRPO, arithmetic, 8 prompts x G = 8, lr 3e-5, 12 new
 tokens, T = 0.7) and before each update copies the current fp32 weights into bf16 three ways -- round to nearest
 (``copy_rounding="nearest"``, what ``model.to(torch.bfloat16)`` does), a fixed random threshold per weight
-(``"dither"``, :class:`grpo_lessons.train_setup.LowPrecisionSync`) and a fresh random rounding at every copy
+(``"dither"``, :class:`grpo_lessons.training.train_setup.LowPrecisionSync`) and a fresh random rounding at every copy
 (stochastic rounding, for reference) -- then scores the step's sampled completions with each copy and with the fp32
 model.  Printed per step: KL(copy || fp32) per token as the mean k3 of ``r = pi_fp32 / pi_copy`` over the sampled
 tokens, the extreme token ratios, and the share of bf16 weights that changed since step 0.
@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import machine  # noqa: E402
 
-from grpo_lessons.rollout import rollout_logps  # noqa: E402
-from grpo_lessons.train_setup import LowPrecisionSync, low_precision_copy, round_to_bf16  # noqa: E402
-from grpo_lessons.trainer import TrainConfig, Trainer  # noqa: E402
-from grpo_lessons.update import mismatch_stats  # noqa: E402
+from grpo_lessons.training.rollout import rollout_logps  # noqa: E402
+from grpo_lessons.training.train_setup import LowPrecisionSync, low_precision_copy, round_to_bf16  # noqa: E402
+from grpo_lessons.training.trainer import TrainConfig, Trainer  # noqa: E402
+from grpo_lessons.training.update import mismatch_stats  # noqa: E402
 
 ROUNDINGS = ("nearest", "dither", "stochastic")
 

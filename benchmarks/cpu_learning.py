@@ -1,6 +1,6 @@
 """CPU learning benchmark: does GRPO make SmolLM2-135M-Instruct better at a generated task on a laptop CPU?
 
-Trains the offline SmolLM2-135M-Instruct with :func:`grpo_lessons.trainer.train` on one generated
+Trains the offline SmolLM2-135M-Instruct with :func:`grpo_lessons.training.trainer.train` on one generated
 arithmetic task and reports greedy held-out accuracy before and after, wall time, steps per minute
 and peak memory (RSS).  Target: accuracy up by >= 20 points absolute within 30 minutes
 on a 2-core machine.
@@ -51,10 +51,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import cpu_name  # noqa: E402
 
-from grpo_lessons.data import ARITHMETIC_LEVELS, arithmetic_rows, get_task  # noqa: E402
-from grpo_lessons.rewards import arithmetic_reward  # noqa: E402
-from grpo_lessons.trainer import TrainConfig, Trainer  # noqa: E402
-from grpo_lessons.viz.training import save_plot  # noqa: E402
+from grpo_lessons.training.data import ARITHMETIC_LEVELS, arithmetic_rows, get_task  # noqa: E402
+from grpo_lessons.core.rewards import arithmetic_reward  # noqa: E402
+from grpo_lessons.training.trainer import TrainConfig, Trainer  # noqa: E402
+from grpo_lessons.training.plots import save_plot  # noqa: E402
 
 
 def machine() -> dict:
@@ -222,7 +222,7 @@ def main(argv=None) -> int:
 
 def examples(model, tok, rows, max_new_tokens) -> list[dict]:
     """Greedy completions of a few held-out questions after training (what the accuracy measured)."""
-    from grpo_lessons.rollout import generate_completions
+    from grpo_lessons.training.rollout import generate_completions
 
     ro = generate_completions(model, tok, [r["prompt"] for r in rows], 1, max_new_tokens=max_new_tokens,
                               temperature=None, compute_logps=False)

@@ -5,12 +5,12 @@ Two phases, so that the expensive one runs once:
 
 1. ``sample`` (minutes): load the model, sample ``K`` completions for ``P`` held-out arithmetic prompts from the
    base model, then train three (five, with the entropy bonus) short GRPO runs with
-   :func:`grpo_lessons.trainer.train` -- beta = 0 and two KL coefficients (and, when the trainer has it,
+   :func:`grpo_lessons.training.trainer.train` -- beta = 0 and two KL coefficients (and, when the trainer has it,
    the entropy bonus added to the reward and to the loss) -- and sample the same prompts again after each.
    The base model is also sampled on training prompts (the pool for rejection sampling and for DPO pairs)
    and, with log-probabilities, for best-of-N with the model's own confidence as the scorer.  Everything
    sampled is written to ``samples.json``.
-2. ``metrics`` (seconds): reads ``samples.json`` and scores it with :mod:`grpo_lessons.diversity`
+2. ``metrics`` (seconds): reads ``samples.json`` and scores it with :mod:`grpo_lessons.core.diversity`
    (distinct-1/2, pairwise edit diversity, answer entropy per group, pass@k), best-of-N (verifier,
    model confidence, majority vote), the rejection-sampling set and the diverse DPO pairs; writes
    ``table.csv``, ``result.json``, ``RESULT.md`` and ``diversity.png``.
@@ -47,8 +47,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import machine  # noqa: E402
 
-from grpo_lessons.data import get_task  # noqa: E402
-from grpo_lessons.rewards import arithmetic_reward, extract_answer  # noqa: E402
+from grpo_lessons.training.data import get_task  # noqa: E402
+from grpo_lessons.core.rewards import arithmetic_reward, extract_answer  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "diversity"
 
@@ -63,7 +63,7 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "diversity"
 
 def sample_groups(model, tok, rows, k, *, max_new_tokens, temperature, seed, logps=False, batch_prompts=8):
     """``k`` completions per row: texts, rewards (the task's verifier) and, optionally, mean token log-probs."""
-    from grpo_lessons.rollout import generate_completions
+    from grpo_lessons.training.rollout import generate_completions
 
     torch.manual_seed(seed)
     texts, rewards, conf = [], [], []
@@ -87,7 +87,7 @@ def sample_groups(model, tok, rows, k, *, max_new_tokens, temperature, seed, log
 
 
 def trainer_supports(field: str) -> bool:
-    from grpo_lessons.trainer import TrainConfig
+    from grpo_lessons.training.trainer import TrainConfig
 
     return field in {f.name for f in dataclasses.fields(TrainConfig)}
 
@@ -106,8 +106,8 @@ def run_methods(args) -> list[dict]:
 
 
 def sample_phase(args, out: Path) -> dict:
-    from grpo_lessons.models import resolve_model
-    from grpo_lessons.trainer import TrainConfig, train
+    from grpo_lessons.training.models import resolve_model
+    from grpo_lessons.training.trainer import TrainConfig, train
 
     info = machine()
     t_all = time.perf_counter()
@@ -191,7 +191,7 @@ def _answer_key(text: str) -> str | None:
 def best_of_n_curves(texts, rewards, conf, ns, *, trials: int = 200, seed: int = 0) -> dict:
     """Accuracy of best-of-N for N in ``ns`` with three pickers: the verifier (= pass@N), the model's mean
     log-prob, and a majority vote over the extracted answers; averaged over random subsets of the K samples."""
-    from grpo_lessons.diversity import pass_at_k
+    from grpo_lessons.core.diversity import pass_at_k
 
     rng = random.Random(seed)
     P, K = len(texts), len(texts[0])
@@ -222,7 +222,7 @@ def best_of_n_curves(texts, rewards, conf, ns, *, trials: int = 200, seed: int =
 
 def group_metrics(texts, rewards) -> dict:
     """Diversity and accuracy of one method's samples (groups of K completions for the same prompt)."""
-    from grpo_lessons import diversity as dv
+    from grpo_lessons.core import diversity as dv
 
     K = len(texts[0])
     flat = [t for g in texts for t in g]
@@ -242,7 +242,7 @@ def group_metrics(texts, rewards) -> dict:
 
 
 def metrics_phase(samples: dict, out: Path) -> dict:
-    from grpo_lessons import diversity as dv
+    from grpo_lessons.core import diversity as dv
 
     cfg = samples["config"]
     K = cfg["k"]
@@ -272,7 +272,7 @@ def metrics_phase(samples: dict, out: Path) -> dict:
     rs_summary["pool_pass@1"] = sum(sum(r) for r in pool["rewards"]) / sum(len(r) for r in pool["rewards"])
 
     # DPO pairs that differ in approach, from the pool's groups (chosen right, rejected wrong with another key)
-    from grpo_lessons.dpo import diverse_dpo_pairs
+    from grpo_lessons.core.dpo import diverse_dpo_pairs
 
     pairs = diverse_dpo_pairs(pool["texts"], pool["rewards"], min_gap=0.5)
     pair_summary = {"pairs": len(pairs), "groups": len(pool["texts"]),
@@ -298,7 +298,7 @@ def _write_outputs(result: dict, out: Path) -> None:
     (out / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     import matplotlib
     matplotlib.use("Agg")
-    from grpo_lessons.viz import rewards as viz
+    from grpo_lessons.course.viz import rewards as viz
 
     fig = viz.plot_diversity_table(result["table"], keys=("distinct_1", "distinct_2", "edit_diversity",
                                                           "answer_entropy", "pass@1", "pass@8"))

@@ -7,7 +7,7 @@ passed through a monotone distortion and heavy-tailed noise,
     rm = exp(3 s) + noise * t_2        (Student-t with 2 degrees of freedom: rare, large errors)
 
 GRPO uses the reward model's magnitudes (``group_advantages``); GOPO only its ranks within each group
-(``grpo_lessons.advantages.rank_advantages``, average ranks for ties).  Both runs use the same seed, model,
+(``grpo_lessons.core.advantages.rank_advantages``, average ranks for ties).  Both runs use the same seed, model,
 prompts and budget; the held-out accuracy (greedy, scored by the real verifier) is measured before and after.
 
     HF_HUB_OFFLINE=1 python benchmarks/gopo_vs_grpo.py                 # the committed run (~10 min on 2 cores)
@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import machine  # noqa: E402
 
-from grpo_lessons.data import get_task  # noqa: E402
-from grpo_lessons.rewards import arithmetic_reward, completion_text, extract_answer, parse_number  # noqa: E402
-from grpo_lessons.trainer import TrainConfig, Trainer  # noqa: E402
+from grpo_lessons.training.data import get_task  # noqa: E402
+from grpo_lessons.core.rewards import arithmetic_reward, completion_text, extract_answer, parse_number  # noqa: E402
+from grpo_lessons.training.trainer import TrainConfig, Trainer  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "gopo_vs_grpo"
 
@@ -82,7 +82,7 @@ class RankTrainer(Trainer):
     """The trainer with GOPO's advantages: ranks within each group instead of z-scores of the magnitudes."""
 
     def sample_batch(self):
-        from grpo_lessons.advantages import rank_advantages
+        from grpo_lessons.core.advantages import rank_advantages
 
         batch = super().sample_batch()
         if len(batch.rewards):
@@ -91,7 +91,7 @@ class RankTrainer(Trainer):
 
 
 def run(args) -> dict:
-    from grpo_lessons.models import resolve_model
+    from grpo_lessons.training.models import resolve_model
 
     info = machine()
     model_name = "tiny-qwen2" if args.quick else "smollm2"

@@ -15,7 +15,7 @@ What it runs, best first:
   the LM head and logits cost what they cost in the real model (ids beyond 512 decode to empty
   text, which only the reward sees).  A random model almost never samples EOS, so every
   completion has exactly ``--max-completion-length`` tokens: a worst case for time and memory.
-* ``tiny`` — ``--tiny``: the tiny Qwen2 of ``grpo_lessons.models`` on the CPU.
+* ``tiny`` — ``--tiny``: the tiny Qwen2 of ``grpo_lessons.training.models`` on the CPU.
 
 Each GPU variant runs in its own process (clean peak-memory counter; vLLM is started once per
 process), reports the median step time after one warm-up step, completion tokens per second over
@@ -118,7 +118,7 @@ def build_model(mode: str, model_name: str, workdir: str):
     import torch
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
-    from grpo_lessons.models import tiny_qwen, tiny_tokenizer
+    from grpo_lessons.training.models import tiny_qwen, tiny_tokenizer
 
     if mode == "tiny":
         tok = tiny_tokenizer()
@@ -149,7 +149,7 @@ def run_variant(variant: str, mode: str, args) -> dict:
     import torch
     from transformers import TrainerCallback
 
-    from grpo_lessons.trl_bridge import grpo_config, make_trainer
+    from grpo_lessons.integrations.trl_bridge import grpo_config, make_trainer
 
     gpu = torch.cuda.is_available() and mode != "tiny"
     if mode == "tiny":

@@ -6,7 +6,7 @@ gap on the offline SmolLM2-135M-Instruct, on this CPU, with nothing but a dtype 
 
 * ``mu``      -- a bfloat16 copy of the weights samples ``G`` completions per prompt at ``T = 0.7``;
                  its per-token log-probs of the sampled tokens come from a teacher-forced re-scoring
-                 pass of the same bf16 model (:func:`grpo_lessons.rollout.rollout_logps`), not from the
+                 pass of the same bf16 model (:func:`grpo_lessons.training.rollout.rollout_logps`), not from the
                  sampling loop's own logits (a real engine would report those; the re-scoring pass
                  differs from them only by kernel/batch-shape rounding).
 * ``pi_old``  -- the float32 model re-scores the same tokens (what the trainer computes).
@@ -52,9 +52,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import cpu_name  # noqa: E402
 
-from grpo_lessons.data import get_task, make_messages  # noqa: E402
-from grpo_lessons.models import resolve_model  # noqa: E402
-from grpo_lessons.rollout import generate_completions, rollout_logps  # noqa: E402
+from grpo_lessons.training.data import get_task, make_messages  # noqa: E402
+from grpo_lessons.training.models import resolve_model  # noqa: E402
+from grpo_lessons.training.rollout import generate_completions, rollout_logps  # noqa: E402
 
 SETTINGS = {
     "short": {"style": "only_number", "suffix": "", "max_new_tokens": 12},
@@ -85,7 +85,7 @@ def correction_shares(log_d: torch.Tensor, mask: torch.Tensor) -> dict:
     """Share of tokens (token modes) or sequences (sequence modes) that each TRL mode changes.
 
     ``log_d = (log pi_old - log mu) * mask``, ``(B, T)``.  Counted from the ratio (the definition of
-    "truncated" / "masked"); notebook 11 recomputes them with :func:`grpo_lessons.correction.rollout_weights`.
+    "truncated" / "masked"); notebook 11 recomputes them with :func:`grpo_lessons.core.correction.rollout_weights`.
     """
     m = mask.bool()
     tok = log_d.exp()[m]  # (n_tokens,)
@@ -226,7 +226,7 @@ def main(argv=None) -> int:
         w.writerows(token_rows)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     try:
-        from grpo_lessons.viz.offpolicy import plot_measured_mismatch
+        from grpo_lessons.course.viz.offpolicy import plot_measured_mismatch
 
         fig = plot_measured_mismatch(out / "tokens.csv")
         fig.savefig(out / "mismatch.png", dpi=110, bbox_inches="tight")

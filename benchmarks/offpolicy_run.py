@@ -35,7 +35,7 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo_lessons.trainer import TrainConfig, train  # noqa: E402
+from grpo_lessons.training.trainer import TrainConfig, train  # noqa: E402
 
 # name -> (sampler dtype, rollout correction); the fp32-sampler run is the on-policy reference
 RUNS = {"fp32_sampler": (None, None), "bf16_sampler_no_correction": ("bfloat16", None),

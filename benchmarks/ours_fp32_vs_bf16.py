@@ -22,9 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from grpo_lessons.data import get_task  # noqa: E402
-from grpo_lessons.rewards import arithmetic_reward  # noqa: E402
-from grpo_lessons.trainer import TrainConfig, Trainer  # noqa: E402
+from grpo_lessons.training.data import get_task  # noqa: E402
+from grpo_lessons.core.rewards import arithmetic_reward  # noqa: E402
+from grpo_lessons.training.trainer import TrainConfig, Trainer  # noqa: E402
 
 KEYS = ("seconds", "time_sample", "time_forward", "time_backward", "time_optimizer", "mismatch_k3", "reward_mean")
 

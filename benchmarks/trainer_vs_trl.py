@@ -69,7 +69,7 @@ def settings(quick: bool) -> dict:
 
 
 def rows_for(n: int) -> list[dict]:
-    from grpo_lessons.data import get_task
+    from grpo_lessons.training.data import get_task
 
     return get_task("arithmetic").rows("train")[:n]
 
@@ -80,8 +80,8 @@ BASELINE = dict(attn_implementation=None, reuse_freed_memory=False, optimizer="a
 
 
 def our_trainer(s: dict, precision: str, rows: list[dict], out: str, **overrides):
-    from grpo_lessons.rewards import arithmetic_reward
-    from grpo_lessons.trainer import TrainConfig, Trainer
+    from grpo_lessons.core.rewards import arithmetic_reward
+    from grpo_lessons.training.trainer import TrainConfig, Trainer
 
     bf16 = precision == "bf16"
     cfg = TrainConfig(model=s["model"], task="arithmetic", variant="grpo", steps=10_000, prompts_per_step=s["prompts"],
@@ -113,9 +113,9 @@ def run_pair(s: dict, precision: str, steps: int, rows: list[dict], tmp: str) ->
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    from grpo_lessons.models import resolve_model
-    from grpo_lessons.rewards import arithmetic_reward
-    from grpo_lessons.trl_bridge import grpo_config
+    from grpo_lessons.training.models import resolve_model
+    from grpo_lessons.core.rewards import arithmetic_reward
+    from grpo_lessons.integrations.trl_bridge import grpo_config
 
     ours = our_trainer(s, precision, rows, os.path.join(tmp, f"ours-{precision}"))
     ours._start()

@@ -5,14 +5,14 @@ For each of a set of short open-ended requests ("Name a color.", "Suggest a name
 
 * **direct**: ``k`` samples of the plain request at temperature ``T``;
 * **verbalized** (two prompt styles, the paper's tags and the chapter's ``[response] (probability: X.XX)``):
-  ``R`` generations of :func:`grpo_lessons.verbalized.verbalized_prompt`, each parsed by
-  :func:`grpo_lessons.verbalized.parse_verbalized` and one candidate drawn from it by
-  :func:`grpo_lessons.verbalized.sample_verbalized`.
+  ``R`` generations of :func:`grpo_lessons.core.verbalized.verbalized_prompt`, each parsed by
+  :func:`grpo_lessons.core.verbalized.parse_verbalized` and one candidate drawn from it by
+  :func:`grpo_lessons.core.verbalized.sample_verbalized`.
 
 Reported: the parse success rate (at least one candidate; at least two), candidates per response, which fallback
 the parser needed, the diversity of the candidates *within* one verbalized response against ``k`` direct samples,
 and the diversity of what each method finally returns (``R`` draws per request) -- distinct-1/2 and pairwise edit
-diversity from :mod:`grpo_lessons.diversity`.
+diversity from :mod:`grpo_lessons.core.diversity`.
 
     HF_HUB_OFFLINE=1 python benchmarks/verbalized.py                 # the committed run (minutes on 2 cores)
     HF_HUB_OFFLINE=1 python benchmarks/verbalized.py --quick --out /tmp/vs   # tiny-qwen2, seconds (a test runs it)
@@ -67,7 +67,7 @@ REQUESTS = (
 
 def generate(model, tok, prompts, n, *, max_new_tokens, temperature, seed, batch_prompts=8) -> list[list[str]]:
     """``n`` sampled completions for each chat prompt, in groups."""
-    from grpo_lessons.rollout import generate_completions
+    from grpo_lessons.training.rollout import generate_completions
 
     torch.manual_seed(seed)
     out = []
@@ -80,8 +80,8 @@ def generate(model, tok, prompts, n, *, max_new_tokens, temperature, seed, batch
 
 
 def sample_phase(args) -> dict:
-    from grpo_lessons.models import resolve_model
-    from grpo_lessons.verbalized import verbalized_prompt
+    from grpo_lessons.training.models import resolve_model
+    from grpo_lessons.core.verbalized import verbalized_prompt
 
     info = machine()
     model_name = "tiny-qwen2" if args.quick else "smollm2"
@@ -112,7 +112,7 @@ def _mean(xs):
 
 
 def _div(texts) -> dict:
-    from grpo_lessons import diversity as dv
+    from grpo_lessons.core import diversity as dv
 
     texts = [t for t in texts if t.strip()]
     if len(texts) < 2:
@@ -122,7 +122,7 @@ def _div(texts) -> dict:
 
 
 def metrics_phase(gens: dict) -> dict:
-    from grpo_lessons.verbalized import parse_verbalized, sample_verbalized
+    from grpo_lessons.core.verbalized import parse_verbalized, sample_verbalized
 
     rng = random.Random(gens["config"]["seed"])
     summary, examples = {}, {}
@@ -196,7 +196,7 @@ def write(out: Path, gens: dict, res: dict) -> None:
             w.writerow([m, *[(round(s[k], 4) if isinstance(s.get(k), float) else s.get(k)) for k in keys]])
     import matplotlib
     matplotlib.use("Agg")
-    from grpo_lessons.viz import rewards as viz
+    from grpo_lessons.course.viz import rewards as viz
 
     plot = {m: {"parse_rate": s.get("parse_rate", 1.0 if m == "direct" else None),
                 "within distinct-1": s["within_distinct_1"], "within edit div.": s["within_edit_diversity"],

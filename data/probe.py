@@ -20,9 +20,9 @@ from dataclasses import replace
 
 import torch
 
-from grpo_lessons.data import ARITHMETIC_LEVELS, CountdownSpec, arithmetic_rows, countdown_rows
-from grpo_lessons.models import resolve_model
-from grpo_lessons.rewards import arithmetic_reward, countdown_reward, format_reward
+from grpo_lessons.training.data import ARITHMETIC_LEVELS, CountdownSpec, arithmetic_rows, countdown_rows
+from grpo_lessons.training.models import resolve_model
+from grpo_lessons.core.rewards import arithmetic_reward, countdown_reward, format_reward
 
 
 def rows_for(config: str, n: int) -> tuple[list[dict], callable]:

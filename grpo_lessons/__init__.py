@@ -4,22 +4,21 @@
     adv  = group_advantages(rewards, group_size=8)                 # (N,) -> (N,)
     out  = policy_loss(logp, old_logp, adv, mask, variant="dapo")  # out.loss.backward()
 
-Every variant is an entry of :data:`grpo_lessons.variants.VARIANTS`.
+Every variant is an entry of :data:`grpo_lessons.core.variants.VARIANTS`.
 """
 
-from .advantages import (
+from .core.advantages import (
     combine_rewards,
     decoupled_advantages,
     group_advantages,
     rank_advantages,
-    variant_advantages,
     zero_gradient_probability,
 )
-from .correction import off_policy_sequence_mask, rollout_weights
-from .divergence import topk_divergence
-from .kl import exact_kl, kl_estimate
-from .losses import LossOutput, policy_loss
-from .variants import VARIANTS, Variant, get_variant, list_variants, register
+from .core.correction import off_policy_sequence_mask, rollout_weights
+from .core.divergence import topk_divergence
+from .core.kl import exact_kl, kl_estimate
+from .core.losses import LossOutput, policy_loss
+from .core.variants import VARIANTS, Variant, get_variant, list_variants, register, variant_advantages
 
 __version__ = "0.1.0"
 

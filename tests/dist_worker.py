@@ -3,7 +3,7 @@
     python tests/dist_worker.py OUT [--world 1]                      # the 1-process reference
     torchrun --standalone --nproc_per_node 2 tests/dist_worker.py OUT  # 2 processes, gloo on the CPU
 
-For each case of :data:`CASES` it builds the trainer with ``grpo_lessons.trl_train.build_trainer`` (the
+For each case of :data:`CASES` it builds the trainer with ``grpo_lessons.integrations.trl_train.build_trainer`` (the
 documented entry point), trains one optimizer step, and process 0 writes the weights before and after
 the step and the dynamic-sampling counters to ``OUT/<case>/``.
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-from grpo_lessons.trl_bridge import GRPOLessonsTrainer
-from grpo_lessons.trl_train import build_trainer
+from grpo_lessons.integrations.trl_bridge import GRPOLessonsTrainer
+from grpo_lessons.integrations.trl_train import build_trainer
 
 G = 4
 GLOBAL_BATCH = 12  # 3 groups of 4: with 2 processes of 6 rows, the middle group straddles the processes

@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 def test_diversity_quick(tmp_path):
     from benchmarks import diversity as bench
-    from grpo_lessons.diversity import pass_at_k
+    from grpo_lessons.core.diversity import pass_at_k
 
     assert bench.main(["--quick", "--out", str(tmp_path), "--no-entropy"]) == 0
     samples = json.loads((tmp_path / "samples.json").read_text())
@@ -41,10 +41,10 @@ def test_diversity_quick(tmp_path):
 
 def test_gopo_rank_trainer_uses_rank_advantages(tmp_path):
     from benchmarks.gopo_vs_grpo import RankTrainer, make_reward_model, true_score
-    from grpo_lessons.advantages import rank_advantages
-    from grpo_lessons.data import get_task
-    from grpo_lessons.models import resolve_model
-    from grpo_lessons.trainer import TrainConfig
+    from grpo_lessons.core.advantages import rank_advantages
+    from grpo_lessons.training.data import get_task
+    from grpo_lessons.training.models import resolve_model
+    from grpo_lessons.training.trainer import TrainConfig
 
     assert true_score(["12", "10", "x", "<answer>30</answer>"], answer=[12, 12, 12, 12]) == [1.0, 0.4, 0.0, 0.0]
     rm = make_reward_model(0.0, 3.0, seed=0)
@@ -73,7 +73,7 @@ def test_gopo_quick(tmp_path):
 
 def test_verbalized_quick(tmp_path):
     from benchmarks import verbalized as bench
-    from grpo_lessons.verbalized import parse_verbalized
+    from grpo_lessons.core.verbalized import parse_verbalized
 
     assert bench.main(["--quick", "--out", str(tmp_path)]) == 0
     gens = json.loads((tmp_path / "generations.json").read_text())

@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grpo_lessons.cli import build_parser, config_from_args, main
-from grpo_lessons.trainer import load_history
+from grpo_lessons.training.cli import build_parser, config_from_args, main
+from grpo_lessons.training.trainer import load_history
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ["--model", "tiny-qwen2", "--steps", "2", "--group-size", "4", "--prompts-per-step", "2",
@@ -17,7 +17,7 @@ SMOKE = ["--model", "tiny-qwen2", "--steps", "2", "--group-size", "4", "--prompt
 def test_offline_smoke_run_writes_csv_png_and_summary(tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, HF_HUB_OFFLINE="1", MPLBACKEND="Agg")
-    proc = subprocess.run([sys.executable, "-m", "grpo_lessons.cli", "train", *SMOKE, "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "grpo_lessons.training.cli", "train", *SMOKE, "--out", str(out)],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "held-out accuracy" in proc.stdout
@@ -58,7 +58,7 @@ def test_variants_and_tasks_commands(capsys):
 
 
 def test_two_grpo_gets_g2_from_the_cli_and_refuses_another_g(tmp_path, capsys):
-    from grpo_lessons.cli import build_parser, config_from_args
+    from grpo_lessons.training.cli import build_parser, config_from_args
 
     cfg = config_from_args(build_parser().parse_args(["train", "--variant", "2-grpo"]))
     assert cfg.resolved()["group_size"] == 2
@@ -67,7 +67,7 @@ def test_two_grpo_gets_g2_from_the_cli_and_refuses_another_g(tmp_path, capsys):
 
 
 def test_default_completion_budget_comes_from_the_task(tmp_path):
-    from grpo_lessons.trainer import TrainConfig
+    from grpo_lessons.training.trainer import TrainConfig
 
     assert TrainConfig(task="arithmetic").resolved()["max_new_tokens"] == 12
     assert TrainConfig(task="countdown").resolved()["max_new_tokens"] == 32

@@ -1,4 +1,4 @@
-"""grpo_lessons.correction: TIS / MIS weights and the off-policy sequence mask, by hand and in policy_loss."""
+"""grpo_lessons.core.correction: TIS / MIS weights and the off-policy sequence mask, by hand and in policy_loss."""
 
 import math
 
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grpo_lessons import policy_loss
-from grpo_lessons.correction import correction_stats, off_policy_sequence_mask, rollout_weights
+from grpo_lessons.core.correction import correction_stats, off_policy_sequence_mask, rollout_weights
 
 LN = math.log
 # rho = pi_old / mu per token: row 0 = [2, 0.5, pad], row 1 = [4, 1.5, 0.25]

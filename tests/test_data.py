@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lessons.data import (
+from grpo_lessons.training.data import (
     ARITHMETIC_LEVELS,
     SPLITS,
     TASKS,
@@ -24,7 +24,7 @@ from grpo_lessons.data import (
     read_jsonl,
     write_jsonl,
 )
-from grpo_lessons.rewards import arithmetic_reward, countdown_reward
+from grpo_lessons.core.rewards import arithmetic_reward, countdown_reward
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -84,11 +84,11 @@ def test_generation_is_deterministic_and_seeded():
 def test_committed_files_match_the_generator_byte_for_byte(tmp_path):
     out = tmp_path / "regen"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    r = subprocess.run([sys.executable, "-m", "grpo_lessons.data", "--out", str(out)], cwd=ROOT, env=env,
+    r = subprocess.run([sys.executable, "-m", "grpo_lessons.training.data", "--out", str(out)], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     for name in FILES:
-        assert (DATA / name).is_file(), f"data/{name} is missing: run `python -m grpo_lessons.data --out data`"
+        assert (DATA / name).is_file(), f"data/{name} is missing: run `python -m grpo_lessons.training.data --out data`"
         assert (out / name).read_bytes() == (DATA / name).read_bytes(), f"data/{name} differs from the generator"
     assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
     assert main(["--out", str(DATA), "--check"]) == 0
@@ -123,7 +123,7 @@ def test_bad_input_gives_clear_errors(tmp_path):
         get_task("nope")
     with pytest.raises(ValueError, match="unknown split 'dev'"):
         get_task("arithmetic").rows("dev")
-    with pytest.raises(FileNotFoundError, match="python -m grpo_lessons.data"):
+    with pytest.raises(FileNotFoundError, match="python -m grpo_lessons.training.data"):
         get_task("arithmetic").rows("train", data_dir=tmp_path)
     with pytest.raises(ValueError, match="ops must be"):
         ArithmeticSpec(ops="^")
@@ -163,7 +163,7 @@ def test_gsm8k_offline_fails_fast_with_a_clear_message(monkeypatch):
 
 
 def test_gsm8k_unreachable_hub_fails_fast(monkeypatch):
-    import grpo_lessons.data as D
+    import grpo_lessons.training.data as D
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setattr(D, "_hub_reachable", lambda timeout=3.0: False)

@@ -1,4 +1,4 @@
-"""Beyond one machine: ``python -m grpo_lessons.trl_train`` on 2 processes equals 1 process, and the
+"""Beyond one machine: ``python -m grpo_lessons.integrations.trl_train`` on 2 processes equals 1 process, and the
 accelerate configs of ``configs/accelerate/`` are what ``accelerate launch`` accepts.
 
 Parity: ``tests/dist_worker.py`` builds the trainer through the documented entry point and trains one
@@ -135,10 +135,10 @@ EXPECTED = {"ddp.yaml": "MULTI_GPU", "zero2.yaml": "DEEPSPEED", "zero3.yaml": "D
 
 
 def _validated(path: Path):
-    """What ``accelerate launch --config_file path --num_processes 2 -m grpo_lessons.trl_train`` resolves."""
+    """What ``accelerate launch --config_file path --num_processes 2 -m grpo_lessons.integrations.trl_train`` resolves."""
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
 
-    argv = ["--config_file", str(path), "--num_processes", "2", "-m", "grpo_lessons.trl_train", "--variant", "dapo"]
+    argv = ["--config_file", str(path), "--num_processes", "2", "-m", "grpo_lessons.integrations.trl_train", "--variant", "dapo"]
     args, defaults, _ = _validate_launch_command(launch_command_parser().parse_args(argv))
     return args, defaults
 
@@ -174,7 +174,7 @@ def test_zero_and_fsdp_configs_become_the_launch_environment():
     assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP" and env["FSDP_STATE_DICT_TYPE"] == "FULL_STATE_DICT"
     args, _ = _validated(CONFIGS / "ddp.yaml")
     assert args.multi_gpu and not args.use_deepspeed and not args.use_fsdp
-    assert args.training_script == "grpo_lessons.trl_train" and args.module
+    assert args.training_script == "grpo_lessons.integrations.trl_train" and args.module
 
 
 # -- the documented commands parse --------------------------------------------------------------------
@@ -193,14 +193,14 @@ def _readme_commands() -> list[list[str]]:
         line = line.split(" #", 1)[0].rstrip() if not line.lstrip().startswith("#") else ""
         buf += line[:-1] + " " if line.endswith("\\") else line
         if not line.endswith("\\"):
-            if "grpo_lessons.trl_train" in buf:
+            if "grpo_lessons.integrations.trl_train" in buf:
                 cmds.append(shlex.split(buf))
             buf = ""
     return cmds
 
 
 def test_readme_commands_parse_and_name_existing_configs():
-    from grpo_lessons.trl_train import build_parser
+    from grpo_lessons.integrations.trl_train import build_parser
 
     cmds = _readme_commands()
     assert len(cmds) >= 4
@@ -209,7 +209,7 @@ def test_readme_commands_parse_and_name_existing_configs():
         launchers.add(next(w for w in cmd if w in ("python", "torchrun", "accelerate")))
         if "--config_file" in cmd:
             assert (ROOT / cmd[cmd.index("--config_file") + 1]).is_file(), cmd
-        build_parser().parse_args(cmd[cmd.index("grpo_lessons.trl_train") + 1:])  # exits on a bad flag
+        build_parser().parse_args(cmd[cmd.index("grpo_lessons.integrations.trl_train") + 1:])  # exits on a bad flag
     assert launchers == {"python", "torchrun", "accelerate"}
 
 
@@ -217,8 +217,8 @@ def test_readme_commands_parse_and_name_existing_configs():
 
 
 def test_entry_point_maps_vllm_server_and_sets_onto_grpo_config():
-    from grpo_lessons.trl_bridge import config_fields, grpo_config
-    from grpo_lessons.trl_train import build_parser, grpo_fields, parse_sets
+    from grpo_lessons.integrations.trl_bridge import config_fields, grpo_config
+    from grpo_lessons.integrations.trl_train import build_parser, grpo_fields, parse_sets
 
     a = build_parser().parse_args(["--variant", "dapo", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "--vllm-server",
                                    "10.0.0.5:8000", "--set", "beta=0.04", "--set", "report_to=none"])

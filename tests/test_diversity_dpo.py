@@ -1,4 +1,4 @@
-"""grpo_lessons.diversity (hand-checked) and grpo_lessons.dpo (DPO's sigmoid loss against TRL 1.16's own
+"""grpo_lessons.core.diversity (hand-checked) and grpo_lessons.core.dpo (DPO's sigmoid loss against TRL 1.16's own
 ``DPOTrainer._compute_loss``, loss and gradient; diverse pairs from GRPO groups).
 
 ``python tests/test_diversity_dpo.py`` prints the DPO parity numbers.
@@ -17,7 +17,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_lessons.diversity import (
+from grpo_lessons.core.diversity import (
     NO_ANSWER,
     answer_entropy,
     best_of_n,
@@ -30,7 +30,7 @@ from grpo_lessons.diversity import (
     rejection_sample,
     solution_structure,
 )
-from grpo_lessons.dpo import DPOPair, diverse_dpo_pairs, dpo_implicit_rewards, dpo_loss
+from grpo_lessons.core.dpo import DPOPair, diverse_dpo_pairs, dpo_implicit_rewards, dpo_loss
 
 # ------------------------------------------------------------------------------------------- distinct-n
 
@@ -101,7 +101,7 @@ def test_answer_entropy_countdown_uses_structures():
     texts = ["<answer>(3 + 5) * 2</answer>", "<answer>2 * (5 + 3)</answer>", "<answer>3 * 5 + 2</answer>", "nothing"]
     h = -(2 / 4 * math.log(2 / 4) + 2 * (1 / 4 * math.log(1 / 4)))
     assert answer_entropy(texts, "countdown") == pytest.approx(h)
-    from grpo_lessons.data import get_task
+    from grpo_lessons.training.data import get_task
 
     assert answer_entropy(texts, get_task("countdown")) == pytest.approx(h)
     assert answer_entropy(["1", "2"], get_task("arithmetic")) == pytest.approx(math.log(2))

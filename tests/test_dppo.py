@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grpo_lessons import policy_loss
-from grpo_lessons.divergence import topk_divergence
-from grpo_lessons.kl import exact_kl
-from grpo_lessons.objectives import dppo_trust_mask
+from grpo_lessons.core.divergence import topk_divergence
+from grpo_lessons.core.kl import exact_kl
+from grpo_lessons.core.objectives import dppo_trust_mask
 
 D = torch.float64
 # The worked case (REFERENCES, DPPO): mu, p, sign of A per token

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grpo_lessons.exercises import STRICT_ENV, all_exercises
+from grpo_lessons.course.exercises import STRICT_ENV, all_exercises
 
 nbclient = pytest.importorskip("nbclient")
 
@@ -46,7 +46,7 @@ def _with_solutions(nb_name: str) -> nbformat.NotebookNode:
     missing = set(by_tag) - seen
     assert not missing, f"{nb_name}: no stub cell tagged {sorted(missing)}"
     if not FULL:
-        head = nbformat.v4.new_code_cell("from grpo_lessons.exercises import check")
+        head = nbformat.v4.new_code_cell("from grpo_lessons.course.exercises import check")
         nb.cells = [head] + [c for k, c in enumerate(nb.cells) if k in keep]
     return nb
 
@@ -70,7 +70,7 @@ def test_a_wrong_answer_fails_the_strict_run(monkeypatch):
     monkeypatch.setenv(STRICT_ENV, "strict")
     ex = next(e for e in all_exercises() if e.notebook == NOTEBOOKS[0])
     nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("from grpo_lessons.exercises import check"),
+        nbformat.v4.new_code_cell("from grpo_lessons.course.exercises import check"),
         nbformat.v4.new_code_cell(ex.wrong_code[0]),
         nbformat.v4.new_code_cell(f'check("{ex.name}", {ex.variable})')])
     with pytest.raises(nbclient.exceptions.CellExecutionError):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lessons.exercises import Exercise, ExerciseError, NotAttempted, all_exercises, check, register
+from grpo_lessons.course.exercises import Exercise, ExerciseError, NotAttempted, all_exercises, check, register
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = all_exercises()
@@ -76,7 +76,7 @@ def test_check_reports_wrong_without_raising_unless_strict(monkeypatch, capsys):
         with pytest.raises(ExerciseError):
             check(ex.name, 2)
     finally:
-        from grpo_lessons import exercises
+        from grpo_lessons.course import exercises
 
         exercises.EXERCISES.pop(ex.name, None)
 

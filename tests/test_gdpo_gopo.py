@@ -331,7 +331,7 @@ def test_unscored_grpo_matches_trl_sum_then_normalize(scale):
 
 
 def test_trl_config_of_gdpo_and_gopo():
-    from grpo_lessons.trl_bridge import grpo_config, trl_supports, variant_for_config
+    from grpo_lessons.integrations.trl_bridge import grpo_config, trl_supports, variant_for_config
 
     cfg = grpo_config("gdpo")
     assert cfg.multi_objective_aggregation == "normalize_then_sum" and cfg.loss_type == "grpo"
@@ -340,7 +340,7 @@ def test_trl_config_of_gdpo_and_gopo():
 
 
 def test_bridge_computes_gopo_and_gdpo_advantages():
-    from grpo_lessons.trl_bridge import GRPOLessonsTrainer
+    from grpo_lessons.integrations.trl_bridge import GRPOLessonsTrainer
 
     table, w, G = _table(5, 12, 2), [1.0, 0.5], 4
     R = _as_tensor(table)

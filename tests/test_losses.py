@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_lessons import get_variant, kl_estimate, list_variants, policy_loss
-from grpo_lessons.aggregation import aggregate, token_weights
+from grpo_lessons.core.aggregation import aggregate, token_weights
 
 CLIPPED = ["grpo", "bnpo", "dr_grpo", "dapo", "gspo", "gspo_token", "2-grpo"]
 

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from grpo_lessons.models import (
+from grpo_lessons.training.models import (
     SMOLLM2_GGUF,
     count_parameters,
     load_model,

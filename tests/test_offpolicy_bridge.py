@@ -16,9 +16,9 @@ pytest.importorskip("trl")
 from test_trl_bridge import build, parity_batch, small_config, text_reward, tiny  # noqa: E402,F401
 
 from grpo_lessons import group_advantages, policy_loss  # noqa: E402
-from grpo_lessons.aggregation import prompt_weights  # noqa: E402
-from grpo_lessons.divergence import topk_divergence  # noqa: E402
-from grpo_lessons.trl_bridge import GRPOLessonsTrainer  # noqa: E402
+from grpo_lessons.core.aggregation import prompt_weights  # noqa: E402
+from grpo_lessons.core.divergence import topk_divergence  # noqa: E402
+from grpo_lessons.integrations.trl_bridge import GRPOLessonsTrainer  # noqa: E402
 
 
 def _logps(trainer, batch):
@@ -110,7 +110,7 @@ def test_scalerl_prompt_mean_survives_shuffled_micro_batches(tiny):
 
 
 def test_grpo_config_maps_corrections_to_trls_fields():
-    from grpo_lessons.trl_bridge import grpo_config
+    from grpo_lessons.integrations.trl_bridge import grpo_config
 
     cfg = grpo_config("vespo", rollout_correction="token_mask", rollout_clip_min=0.5, rollout_clip_max=2.0,
                       off_policy_mask_threshold=0.1)

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grpo_lessons import group_advantages, policy_loss
-from grpo_lessons.aggregation import aggregate, prompt_weights
-from grpo_lessons.objectives import vespo_phi
+from grpo_lessons.core.aggregation import aggregate, prompt_weights
+from grpo_lessons.core.objectives import vespo_phi
 
 D = torch.float64
 NEW = ["cispo", "vespo", "dppo_binary_tv", "dppo_binary_kl", "dppo_topk_tv", "dppo_topk_kl", "scalerl"]

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from grpo_lessons import policy_loss
-from grpo_lessons.aggregation import aggregate
-from grpo_lessons.pairwise import pairwise_grpo_loss
+from grpo_lessons.core.aggregation import aggregate
+from grpo_lessons.core.pairwise import pairwise_grpo_loss
 
 
 # --- policy_loss computes in fp32 ------------------------------------------------------------------------------
@@ -50,7 +50,7 @@ def test_dr_grpo_without_the_constant_warns_and_depends_on_padding():
 def test_the_trainer_passes_dr_grpos_constant(tmp_path):
     from test_trainer import ROWS, cfg, digits
 
-    from grpo_lessons.trainer import Trainer
+    from grpo_lessons.training.trainer import Trainer
 
     tr = Trainer(cfg(tmp_path, eval_size=0, variant="dr_grpo"), train_rows=ROWS, reward_funcs=[digits])
     with warnings.catch_warnings():
@@ -109,7 +109,7 @@ def test_logged_kl_is_trls(variant, tiny):
     from test_trl_bridge import build, loss_and_grads, parity_batch, small_config
     from trl import GRPOTrainer
 
-    from grpo_lessons.trl_bridge import GRPOLessonsTrainer
+    from grpo_lessons.integrations.trl_bridge import GRPOLessonsTrainer
 
     cfg = small_config(variant, tiny, beta=0.04)
     native, ours = build(GRPOTrainer, tiny, cfg), build(GRPOLessonsTrainer, tiny, cfg, variant=variant)
@@ -124,7 +124,7 @@ def test_dapo_with_very_few_loss_tokens_matches_trl(tiny):
     from test_trl_bridge import build, loss_and_grads, parity_batch, small_config
     from trl import GRPOTrainer
 
-    from grpo_lessons.trl_bridge import GRPOLessonsTrainer
+    from grpo_lessons.integrations.trl_bridge import GRPOLessonsTrainer
 
     # a generation batch of 4 accumulation windows with a single loss token: TRL divides by 1 * 1 / 4
     cfg = small_config("dapo", tiny, steps_per_generation=4, beta=0.0)

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import grpo_lessons.rewards as R
-from grpo_lessons.rewards import (
+import grpo_lessons.core.rewards as R
+from grpo_lessons.core.rewards import (
     answer_tag,
     arithmetic_reward,
     boxed,

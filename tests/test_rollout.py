@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from grpo_lessons.models import tiny_qwen, tiny_tokenizer
-from grpo_lessons.rollout import (Rollout, completion_mask_from_ids, concat_rollouts, encode_prompts,
+from grpo_lessons.training.models import tiny_qwen, tiny_tokenizer
+from grpo_lessons.training.rollout import (Rollout, completion_mask_from_ids, concat_rollouts, encode_prompts,
                                   generate_completions, per_token_logps, rollout_logps)
 
 
@@ -208,7 +208,7 @@ def test_hub_generation_config_does_not_reach_the_sampler(tok):
 
 
 def test_inverse_cdf_sampler_draws_from_the_tempered_softmax():
-    from grpo_lessons.rollout import InverseCDFSampler
+    from grpo_lessons.training.rollout import InverseCDFSampler
 
     logits = torch.tensor([0.0, 1.0, 2.0, -30.0, 0.5])
     n, T = 40_000, 0.7

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from grpo_lessons.scaling_law import fit_sigmoid, sigmoid_curve
+from grpo_lessons.core.scaling_law import fit_sigmoid, sigmoid_curve
 
 
 def test_curve_closed_form_points():

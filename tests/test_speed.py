@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 
-from grpo_lessons.attention import GQA_ATTENTION, gqa_eager_attention, use_gqa_attention
-from grpo_lessons.models import tiny_qwen, tiny_tokenizer
-from grpo_lessons.rollout import TemperedTokenLogp, encode_prompts, generate_completions
-from grpo_lessons.train_setup import low_precision_copy, reuse_freed_memory
-from grpo_lessons.trainer import TrainConfig, Trainer
+from grpo_lessons.training.attention import GQA_ATTENTION, gqa_eager_attention, use_gqa_attention
+from grpo_lessons.training.models import tiny_qwen, tiny_tokenizer
+from grpo_lessons.training.rollout import TemperedTokenLogp, encode_prompts, generate_completions
+from grpo_lessons.training.train_setup import low_precision_copy, reuse_freed_memory
+from grpo_lessons.training.trainer import TrainConfig, Trainer
 
 from test_trainer import ROWS, cfg, digits, is_bf16_rounding
 
@@ -195,7 +195,7 @@ def test_reuse_freed_memory_applies_on_linux_glibc():
 
 
 def test_inverse_cdf_fast_path_matches_the_general_path():
-    from grpo_lessons.rollout import InverseCDFSampler
+    from grpo_lessons.training.rollout import InverseCDFSampler
 
     g = torch.Generator().manual_seed(2)
     scores = torch.randn(64, 500, generator=g) * 3
@@ -218,7 +218,7 @@ def test_inverse_cdf_fast_path_matches_the_general_path():
 # --------------------------------------------------------------------------------------------
 
 def test_dithered_copy_follows_updates_far_below_bf16_spacing_where_nearest_lags():
-    from grpo_lessons.train_setup import LowPrecisionSync
+    from grpo_lessons.training.train_setup import LowPrecisionSync
 
     g = torch.Generator().manual_seed(0)
     # weights on fp16's grid, as SmolLM2's are: 8 positions per bf16 interval around 0.13 (bf16 spacing 2**-10)
@@ -261,7 +261,7 @@ def test_copy_rounding_nearest_is_the_plain_cast(tmp_path):
 
 
 def test_sampler_fp32_head_is_an_untied_fp32_copy_kept_in_sync(tmp_path):
-    from grpo_lessons.train_setup import FP32Head
+    from grpo_lessons.training.train_setup import FP32Head
 
     tr = Trainer(cfg(tmp_path, eval_size=0, sampler_dtype="bfloat16", sampler_fp32_head=True, lr=1e-2,
                      copy_rounding="nearest"), train_rows=ROWS, reward_funcs=[digits])

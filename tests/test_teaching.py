@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from grpo_lessons.teaching import check_answer, cmp
+from grpo_lessons.course.teaching import check_answer, cmp
 
 
 def test_cmp_reports_exact_approx_and_maxdiff(capsys):

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from grpo_lessons import group_advantages
-from grpo_lessons.models import tiny_qwen, tiny_tokenizer
-from grpo_lessons.rewards import completion_text
-from grpo_lessons.trainer import (METRICS_NAME, PromptStream, TrainConfig, Trainer, load_history,
+from grpo_lessons.training.models import tiny_qwen, tiny_tokenizer
+from grpo_lessons.core.rewards import completion_text
+from grpo_lessons.training.trainer import (METRICS_NAME, PromptStream, TrainConfig, Trainer, load_history,
                                   score_completions, train)
 
 ROWS = [{"prompt": [{"role": "user", "content": f"What is {a} + {b}?"}], "answer": a + b, "kind": "vary"}
@@ -291,9 +291,9 @@ def alternating_or_const(completions, kind, **kw):
 
 @pytest.mark.parametrize("seed, rounds", [(0, 6), (1, 6), (2, 1), (3, 0)])
 def test_trainer_dynamic_sampling_agrees_with_the_reference_loop(tmp_path, seed, rounds):
-    # The trainer samples each round's prompts in one batch; grpo_lessons.dynamic_sampling.dynamic_sample is the
+    # The trainer samples each round's prompts in one batch; grpo_lessons.core.dynamic_sampling.dynamic_sample is the
     # one-group-at-a-time loop of notebook 07. On the same prompt stream they must keep, drop and count the same.
-    from grpo_lessons.dynamic_sampling import dynamic_sample
+    from grpo_lessons.core.dynamic_sampling import dynamic_sample
 
     kinds = ["const", "vary", "const", "const", "vary", "const", "vary", "const", "const", "const", "vary", "const"]
     rows = [dict(r, kind=k, idx=i) for i, (r, k) in enumerate(zip(ROWS, kinds))]
@@ -352,7 +352,7 @@ def test_prompts_per_step_default_keeps_the_completion_budget():
 
 
 def test_checkpoint_saves_and_restores_the_cuda_generators(tmp_path, monkeypatch):
-    from grpo_lessons import records
+    from grpo_lessons.training import records
 
     saved_cuda = [torch.tensor([1, 2, 3], dtype=torch.uint8)]
     restored = []
@@ -373,7 +373,7 @@ def test_checkpoint_saves_and_restores_the_cuda_generators(tmp_path, monkeypatch
 # --------------------------------------------------------------------------------------------
 
 def test_bf16_mixed_keeps_fp32_weights_and_loss_and_stays_close_to_fp32(tmp_path):
-    from grpo_lessons.trainer import batch_loss
+    from grpo_lessons.training.trainer import batch_loss
 
     tr = Trainer(cfg(tmp_path, eval_size=0, precision="bf16-mixed"), train_rows=ROWS, reward_funcs=[digits])
     b = tr.sample_batch()
@@ -389,7 +389,7 @@ def test_bf16_mixed_keeps_fp32_weights_and_loss_and_stays_close_to_fp32(tmp_path
 
 
 def test_bf16_sampler_is_a_resynced_copy_and_the_mismatch_is_logged(tmp_path):
-    from grpo_lessons.rollout import rollout_logps
+    from grpo_lessons.training.rollout import rollout_logps
 
     tr = Trainer(cfg(tmp_path, eval_size=0, sampler_dtype="bfloat16", lr=1e-2), train_rows=ROWS,
                  reward_funcs=[digits])
@@ -420,7 +420,7 @@ def test_mu_2_with_bf16_mixed_and_a_bf16_sampler(tmp_path):
 
 
 def test_rollout_correction_settings_reach_policy_loss_only_when_set(tmp_path, monkeypatch):
-    import grpo_lessons.trainer as trainer_mod
+    import grpo_lessons.training.trainer as trainer_mod
 
     seen = []
     real = trainer_mod.policy_loss
@@ -488,7 +488,7 @@ def test_rollout_correction_runs_and_logs_its_shares(tmp_path):
 
 
 def test_mismatch_stats_by_hand():
-    from grpo_lessons.trainer import mismatch_stats
+    from grpo_lessons.training.trainer import mismatch_stats
 
     mu = torch.log(torch.tensor([[0.5, 0.25, 0.9]]))  # the sampler's log-probs
     old = torch.log(torch.tensor([[0.25, 0.5, 0.1]]))  # the trainer's; the third token is padding

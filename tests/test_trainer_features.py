@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from grpo_lessons import group_advantages, policy_loss
-from grpo_lessons.aggregation import aggregate
-from grpo_lessons.cli import build_parser, config_from_args, main
-from grpo_lessons.divergence import topk_divergence
-from grpo_lessons.models import tiny_qwen, tiny_tokenizer
-from grpo_lessons.records import PromptStream
-from grpo_lessons.rollout import generate_completions, rollout_logps
-from grpo_lessons.shaping import completion_entropy, solved_groups, token_entropy
-from grpo_lessons.trainer import TrainConfig, Trainer, batch_loss, load_history, train
-from grpo_lessons.variants import VARIANTS, list_variants
+from grpo_lessons.core.aggregation import aggregate
+from grpo_lessons.training.cli import build_parser, config_from_args, main
+from grpo_lessons.core.divergence import topk_divergence
+from grpo_lessons.training.models import tiny_qwen, tiny_tokenizer
+from grpo_lessons.training.records import PromptStream
+from grpo_lessons.training.rollout import generate_completions, rollout_logps
+from grpo_lessons.core.shaping import completion_entropy, solved_groups, token_entropy
+from grpo_lessons.training.trainer import TrainConfig, Trainer, batch_loss, load_history, train
+from grpo_lessons.core.variants import VARIANTS, list_variants
 
 ROWS = [{"prompt": [{"role": "user", "content": f"What is {a} + {b}?"}], "answer": a + b, "kind": "hard"}
         for a in range(3) for b in range(4)]
@@ -321,7 +321,7 @@ def test_micro_batches_add_up_for_the_new_variants(tmp_path, variant):
 
 
 def test_gdpo_normalises_each_reward_function_with_the_configured_weights(tmp_path):
-    from grpo_lessons.advantages import decoupled_advantages
+    from grpo_lessons.core.advantages import decoupled_advantages
 
     tr = trainer(cfg(tmp_path, variant="gdpo", reward_weights=(1.0, 0.5)))
     b = tr.sample_batch()
@@ -340,7 +340,7 @@ def test_gdpo_normalises_each_reward_function_with_the_configured_weights(tmp_pa
 
 
 def test_gopo_and_scalerl_advantages_in_the_trainer(tmp_path):
-    from grpo_lessons.advantages import rank_advantages
+    from grpo_lessons.core.advantages import rank_advantages
 
     b = trainer(cfg(tmp_path, "gopo", variant="gopo")).sample_batch()
     torch.testing.assert_close(b.advantages, rank_advantages(b.rewards, 4))
@@ -373,7 +373,7 @@ def test_unscorable_completions_get_zero_advantage_and_stay_out_of_the_statistic
     scored = b.reward_matrix[~out]  # (6, 3): groups of 3
     w = tr.matrix_weights
     if variant == "gdpo":
-        from grpo_lessons.advantages import decoupled_advantages
+        from grpo_lessons.core.advantages import decoupled_advantages
         ref = decoupled_advantages(scored, 3, weights=w)
     else:
         ref = group_advantages((scored * torch.tensor(w)).sum(1), 3, scale=tr.variant.advantage_scale)
@@ -385,7 +385,7 @@ def test_unscorable_completions_get_zero_advantage_and_stay_out_of_the_statistic
 
 
 def test_dppo_anchor_is_the_sampler_copy_when_there_is_one(tmp_path, monkeypatch):
-    import grpo_lessons.trainer as trainer_mod
+    import grpo_lessons.training.trainer as trainer_mod
 
     seen = []
     real = trainer_mod.policy_loss
@@ -407,7 +407,7 @@ def test_dppo_anchor_is_the_sampler_copy_when_there_is_one(tmp_path, monkeypatch
 
 
 def test_shaping_pieces_by_hand():
-    from grpo_lessons.shaping import informative_groups
+    from grpo_lessons.core.shaping import informative_groups
 
     # NaN (unscorable) is ignored; fewer than two scored completions is no signal
     nan = float("nan")
@@ -444,7 +444,7 @@ def test_entropy_in_loss_adds_up_over_micro_batches(tmp_path, variant):
 
 
 def test_sampler_entropy_under_top_k_truncation_is_that_of_the_truncated_distribution():
-    from grpo_lessons.rollout import InverseCDFSampler
+    from grpo_lessons.training.rollout import InverseCDFSampler
 
     torch.manual_seed(0)
     scores = torch.randn(2, 10)

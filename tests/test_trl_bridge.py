@@ -1,4 +1,4 @@
-"""grpo_lessons.trl_bridge: GRPOConfig mapping, the GRPOLessonsTrainer subclass against TRL's own loss,
+"""grpo_lessons.integrations.trl_bridge: GRPOConfig mapping, the GRPOLessonsTrainer subclass against TRL's own loss,
 dynamic sampling inside TRL, 2-step CPU training per variant, and the benchmark's --tiny mode.
 
 Parity: TRL's native ``GRPOTrainer`` and ``GRPOLessonsTrainer`` are built from the same saved tiny
@@ -24,8 +24,8 @@ pytest.importorskip("trl")
 from datasets import Dataset  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from grpo_lessons.models import tiny_qwen, tiny_tokenizer  # noqa: E402
-from grpo_lessons.trl_bridge import (  # noqa: E402
+from grpo_lessons.training.models import tiny_qwen, tiny_tokenizer  # noqa: E402
+from grpo_lessons.integrations.trl_bridge import (  # noqa: E402
     GRPOLessonsTrainer,
     grpo_config,
     machine_precision,
@@ -34,7 +34,7 @@ from grpo_lessons.trl_bridge import (  # noqa: E402
     trl_supports,
     variant_for_config,
 )
-from grpo_lessons.variants import VARIANTS, get_variant  # noqa: E402
+from grpo_lessons.core.variants import VARIANTS, get_variant  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NATIVE = ["grpo", "bnpo", "dr_grpo", "dapo", "gspo", "sapo", "2-grpo", "cispo", "vespo"]
@@ -149,7 +149,7 @@ def test_grpo_config_overrides_win_and_unknown_fields_are_named():
 
 
 def test_registry_trl_entries_agree_with_the_pieces():
-    from grpo_lessons.trl_bridge import _derived_fields
+    from grpo_lessons.integrations.trl_bridge import _derived_fields
 
     for name, v in VARIANTS.items():
         derived = _derived_fields(v)
@@ -368,7 +368,7 @@ def test_two_step_cpu_training_run(variant, tiny):
 
 
 def test_memory_budget_by_hand_for_qwen25_05b():
-    from grpo_lessons.trl_bridge import memory_budget
+    from grpo_lessons.integrations.trl_bridge import memory_budget
 
     b = memory_budget("Qwen2.5-0.5B", 24, master_dtype="fp32", micro_batch=1, seq_len=1000, num_sequences=10,
                       overhead_gib=0.0, vllm_gpu_memory_utilization=0.3)

@@ -19,15 +19,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_lessons import get_variant, group_advantages, policy_loss
-from grpo_lessons.dynamic_sampling import (
+from grpo_lessons.core.dynamic_sampling import (
     dynamic_sample, expected_sampling_cost, informative_fraction, simulate_dynamic_sampling,
 )
-from grpo_lessons.objectives import sapo_surrogate
-from grpo_lessons.pairwise import (
+from grpo_lessons.core.objectives import sapo_surrogate
+from grpo_lessons.core.pairwise import (
     chapter_pair_loss, informative_pair_probability, pair_advantage, pairwise_grpo_loss, split_pairs,
     two_grpo_budget,
 )
-from grpo_lessons.shaping import informative_groups, soft_overlong_penalty, truncation_mask
+from grpo_lessons.core.shaping import informative_groups, soft_overlong_penalty, truncation_mask
 
 TOL_LOSS, TOL_GRAD = 1e-6, 1e-6
 

@@ -1,4 +1,4 @@
-"""grpo_lessons.verbalized: the prompt, the parser (hand cases and fuzzing) and the sampler.
+"""grpo_lessons.core.verbalized: the prompt, the parser (hand cases and fuzzing) and the sampler.
 
 Fuzzing: FUZZ_CASES hypothesis cases in all, each test's max_examples set explicitly.
 """
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_lessons.verbalized import (
+from grpo_lessons.core.verbalized import (
     MAX_CANDIDATES,
     Candidate,
     Candidates,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grpo_lessons import group_advantages, zero_gradient_probability
-from grpo_lessons.viz import advantages
+from grpo_lessons.course.viz import advantages
 
 
 def _controls(w):

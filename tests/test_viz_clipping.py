@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grpo_lessons import kl_estimate, policy_loss
-from grpo_lessons.viz import clipping
+from grpo_lessons.course.viz import clipping
 
 
 def _controls(w):

@@ -1,12 +1,11 @@
-"""Every widget of every viz module: labels fit (no ``max_com…``), controls line up; old import paths still work."""
+"""Every widget of every viz module: labels fit (no ``max_com…``), controls line up."""
 
 import inspect
 
 import pytest
 
-from grpo_lessons.viz import advantages, clipping, comparison, core, length, offpolicy, pairwise, rewards
-from grpo_lessons.viz import variants
-from grpo_lessons.viz._common import _align, _float_slider, _int_slider, _toggle
+from grpo_lessons.course.viz import advantages, clipping, length, offpolicy, pairwise, rewards
+from grpo_lessons.course.viz._common import _align, _float_slider, _int_slider, _toggle
 
 MODULES = (advantages, clipping, length, pairwise, offpolicy, rewards)
 WIDGETS = [(m.__name__.rsplit(".", 1)[-1], n) for m in MODULES for n in m.__all__
@@ -51,14 +50,3 @@ def test_widget_list_covers_the_notebook_widgets():
         assert expected in names
 
 
-def test_deprecated_core_and_variants_re_export_the_topic_modules():
-    assert core.clip_widget is clipping.clip_widget
-    assert core.advantage_distribution is advantages.advantage_distribution
-    assert core.normalisation_weights is length.normalisation_weights
-    assert variants.sapo_curves is clipping.sapo_curves
-    assert variants.pair_gradient_weights is pairwise.pair_gradient_weights
-    assert variants.run_comparison is comparison.run_comparison
-    assert variants.length_drift is length.length_drift
-    for mod in (core, variants):
-        for n in mod.__all__:
-            assert getattr(mod, n) is not None

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from grpo_lessons.aggregation import token_weights
-from grpo_lessons.viz import length
+from grpo_lessons.core.aggregation import token_weights
+from grpo_lessons.course.viz import length
 
 
 def _controls(w):

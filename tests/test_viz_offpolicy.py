@@ -1,4 +1,4 @@
-"""The pure functions behind the widgets of notebooks 11-14 (grpo_lessons.viz.offpolicy), and the widgets'
+"""The pure functions behind the widgets of notebooks 11-14 (grpo_lessons.course.viz.offpolicy), and the widgets'
 construction (no display)."""
 
 import csv
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_lessons.divergence import topk_divergence
-from grpo_lessons.scaling_law import sigmoid_curve
-from grpo_lessons.viz import offpolicy as vo
+from grpo_lessons.core.divergence import topk_divergence
+from grpo_lessons.core.scaling_law import sigmoid_curve
+from grpo_lessons.course.viz import offpolicy as vo
 
 
 # ----------------------------------------------------------------------------- 11

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from grpo_lessons.viz import comparison, pairwise
+from grpo_lessons.course.viz import comparison, pairwise
 
 
 def _controls(w):

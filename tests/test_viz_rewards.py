@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from grpo_lessons.advantages import group_advantages
-from grpo_lessons.viz import rewards as viz
+from grpo_lessons.core.advantages import group_advantages
+from grpo_lessons.course.viz import rewards as viz
 
 
 def test_reward_hacking_table_by_hand():

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from grpo_lessons.viz.training import LivePlot, curves, save_plot, smooth
+from grpo_lessons.training.plots import LivePlot, curves, save_plot, smooth
 
 HISTORY = [
     {"step": 0, "accuracy": 0.3, "reward_mean": None, "kl": None},

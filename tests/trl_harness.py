@@ -20,7 +20,7 @@ _TMP = tempfile.mkdtemp(prefix="trl-parity-")
 @functools.lru_cache(maxsize=None)
 def _tiny_model_dir() -> str:
     """Save a tiny Qwen2 + tokenizer to disk: with beta != 0 TRL loads its reference model from a path."""
-    from grpo_lessons.models import tiny_qwen, tiny_tokenizer
+    from grpo_lessons.training.models import tiny_qwen, tiny_tokenizer
 
     tok = tiny_tokenizer()
     path = f"{_TMP}/tiny-qwen2"

@@ -1,0 +1,276 @@
+"""Per-token surrogate objectives, written as losses to *minimise* (the sign is already flipped).
+
+Introduced in ``notebooks/03_clipped_surrogate_and_kl.ipynb`` (clip),
+``notebooks/10_sapo.ipynb`` (soft gate), ``notebooks/12_vespo.ipynb`` (VESPO),
+``notebooks/13_dppo.ipynb`` (DPPO) and ``notebooks/14_cispo_scalerl.ipynb`` (CISPO).
+
+Each objective takes ``ratio`` (``(B, T)`` or ``(B, 1)``), ``adv`` (``(B, 1)``) and its own
+hyper-parameters, and returns the per-token loss together with boolean "clipped" masks used
+for diagnostics (``None`` where the notion does not apply).  The policy-gradient objectives
+(CISPO, VESPO, DPPO: a stop-gradient weight times ``A log pi``) also need the log-probs and
+more; :data:`OBJECTIVE_INPUTS` names what :func:`grpo_lessons.policy_loss` passes them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+
+__all__ = [
+    "ObjectiveOut",
+    "clipped_surrogate",
+    "sapo_surrogate",
+    "cispo_surrogate",
+    "vespo_phi",
+    "vespo_surrogate",
+    "dppo_trust_mask",
+    "dppo_surrogate",
+    "DPPO_KINDS",
+    "OBJECTIVES",
+    "OBJECTIVE_INPUTS",
+]
+
+
+class ObjectiveOut(NamedTuple):
+    per_token_loss: torch.Tensor  # broadcastable to (B, T)
+    clipped_low: torch.Tensor | None  # ratio below 1 - eps_low with A < 0: the min picks the flat branch
+    clipped_high: torch.Tensor | None  # ratio above 1 + eps_high with A > 0
+    extras: dict | None = None  # objective-specific diagnostics (tensors, detached)
+
+
+def clipped_surrogate(
+    ratio: torch.Tensor, adv: torch.Tensor, *, epsilon: float, epsilon_high: float | None = None
+) -> ObjectiveOut:
+    """PPO/GRPO clip: ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)``.
+
+    Shao et al. 2024 Eq. (3) with ``eps_low = eps_high = epsilon``; DAPO's clip-higher
+    (Yu et al. 2025, arXiv 2503.14476, Eq. (10)) with ``epsilon_high > epsilon``.  The min makes
+    the upper bound bind only for ``A > 0`` and the lower bound only for ``A < 0``.
+    TRL ``epsilon`` / ``epsilon_high``; veRL ``clip_ratio_low`` / ``clip_ratio_high``.
+    """
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    loss1 = -adv * ratio  # unclipped branch
+    loss2 = -adv * torch.clamp(ratio, 1.0 - epsilon, 1.0 + eps_high)  # clipped branch
+    per_token = torch.maximum(loss1, loss2)  # max of losses == -min of objectives
+    clipped_low = (ratio < 1.0 - epsilon) & (adv < 0)
+    clipped_high = (ratio > 1.0 + eps_high) & (adv > 0)
+    return ObjectiveOut(per_token, clipped_low, clipped_high)
+
+
+def sapo_surrogate(
+    ratio: torch.Tensor, adv: torch.Tensor, *, tau_pos: float = 1.0, tau_neg: float = 1.05
+) -> ObjectiveOut:
+    """SAPO soft gate: ``-f(r) A`` with ``f(r) = sigmoid(tau (r - 1)) * 4 / tau``.
+
+    Gao et al. 2025, arXiv 2511.20347.  ``tau = tau_pos`` where ``A > 0`` else ``tau_neg``.
+    The gradient weight ``df/dr = 4 sigma (1 - sigma)`` equals 1 at ``r = 1`` (REINFORCE on
+    policy) and decays smoothly instead of dropping to zero.  TRL ``loss_type="sapo"``,
+    ``sapo_temperature_pos`` / ``sapo_temperature_neg``; veRL ``loss_mode="sapo"``.
+    """
+    if tau_pos <= 0 or tau_neg <= 0:
+        raise ValueError(f"SAPO temperatures must be positive, got tau_pos={tau_pos}, tau_neg={tau_neg}")
+    tau = torch.where(adv > 0, torch.as_tensor(tau_pos, dtype=ratio.dtype), torch.as_tensor(tau_neg, dtype=ratio.dtype))
+    gate = torch.sigmoid(tau * (ratio - 1.0)) * 4.0 / tau
+    return ObjectiveOut(-gate * adv, None, None)
+
+
+def cispo_surrogate(
+    ratio: torch.Tensor, adv: torch.Tensor, *, logp: torch.Tensor, epsilon_high: float = 5.0
+) -> ObjectiveOut:
+    """CISPO: ``-sg(min(r, eps_max)) A log pi_theta`` per token.
+
+    MiniMax-M1 (arXiv 2506.13585, Eq. (4)) clips the importance-sampling *weight*
+    ``clip(r, 1 - eps_low, 1 + eps_high)`` and keeps every token's gradient (PPO's clip zeroes it);
+    the paper sets no lower bound (a large ``eps_low``), so only the cap remains.  Here
+    ``epsilon_high`` is the **absolute** cap on ``r`` (ScaleRL's ``eps_max``), exactly TRL 1.16
+    ``loss_type="cispo"``: ``clamp(r, max=epsilon_high)``.  TRL's unset ``epsilon_high`` falls back
+    to ``epsilon`` = 0.2, which scales every on-policy token by 0.2; the registry uses 5.0.
+    veRL ``cispo`` uses ``1 + clip_ratio_high`` instead (a relative cap) and a lower clip.
+
+    The *value* is not 0 on policy (it holds ``log pi``), unlike the clipped surrogate; only its
+    gradient ``-w A grad log pi`` matters.  ``clipped_high`` marks ``r > eps_max`` with ``A > 0``
+    (TRL's ``cispo_clip_ratio``); there is no lower clip, so ``clipped_low`` is all False.
+    """
+    if not epsilon_high > 0:
+        raise ValueError(f"CISPO's cap epsilon_high must be > 0 (an absolute bound on r), got {epsilon_high}")
+    weight = torch.clamp(ratio, max=epsilon_high).detach()  # (B, T) sg(min(r, eps_max))
+    per_token = -weight * adv * logp  # (B, T)
+    capped = ratio.detach() > epsilon_high
+    return ObjectiveOut(per_token, torch.zeros_like(capped), capped & (adv > 0), {"is_weight": weight})
+
+
+_LOG_1E8 = math.log(1e-8)
+
+
+@torch.no_grad()
+def vespo_phi(
+    log_ratio: torch.Tensor,
+    mask: torch.Tensor,
+    adv: torch.Tensor,
+    *,
+    is_weights: torch.Tensor | None = None,
+    k_pos: float = 2.0,
+    lambda_pos: float = 3.0,
+    k_neg: float = 3.0,
+    lambda_neg: float = 2.0,
+) -> torch.Tensor:
+    """VESPO's sequence weight ``phi(W) = W^k exp(lambda (1 - W))``, ``(B, 1)``, no gradient.
+
+    Shen et al. 2026, arXiv 2602.10693.  ``log_ratio`` ``(B, T)`` holds ``log pi_theta - log pi_old``
+    per token, ``mask`` ``(B, T)``, ``adv`` ``(B, 1)``.  ``log W = sum_t clamp(log r_t, -20, 20) m_t``
+    (the full sequence product, no length normalisation), plus ``sum_t clamp(log w_t, log 1e-8, 20)``
+    of the sampler-correction weights ``is_weights`` when given (``(B, T)`` token weights, summed
+    over completion tokens, or ``(B, 1)``); then ``log W`` is clamped to ``[log 1e-8, 20]`` and
+    ``log phi = lambda + k log W - lambda W``, NaN/inf -> 0.  ``A >= 0`` takes ``(k_pos, lambda_pos)``,
+    ``A < 0`` ``(k_neg, lambda_neg)``; ``lambda`` is floored at 1e-4.  ``phi(1) = 1`` and phi peaks
+    at ``W = k / lambda``.  TRL 1.16 ``GRPOTrainer.get_gamma_weights`` (``vespo_k_pos`` ...).
+    A masked token (weight 0) puts ``log 1e-8`` into ``log W`` and so drops its whole sequence.
+    """
+    m = mask.to(log_ratio.dtype)
+    log_w = (torch.clamp(log_ratio, -20.0, 20.0) * m).sum(-1, keepdim=True)  # (B, 1)
+    if is_weights is not None:
+        log_is = torch.clamp(torch.log(is_weights.to(log_ratio.dtype)), _LOG_1E8, 20.0)
+        if log_is.shape[-1] != 1:
+            log_is = log_is * m  # (B, T) token weights: completion tokens only
+        log_w = log_w + log_is.sum(-1, keepdim=True)  # (B, 1)
+    log_w = torch.clamp(log_w, _LOG_1E8, 20.0)
+    nonneg = adv >= 0  # (B, 1)
+    k = torch.where(nonneg, torch.as_tensor(k_pos, dtype=log_w.dtype), torch.as_tensor(k_neg, dtype=log_w.dtype))
+    lam = torch.where(nonneg, torch.as_tensor(lambda_pos, dtype=log_w.dtype),
+                      torch.as_tensor(lambda_neg, dtype=log_w.dtype)).clamp(min=1e-4)
+    log_phi = lam + k * log_w - lam * torch.exp(log_w)  # (B, 1)
+    return torch.exp(log_phi).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)  # (B, 1)
+
+
+def vespo_surrogate(
+    ratio: torch.Tensor,
+    adv: torch.Tensor,
+    *,
+    logp: torch.Tensor,
+    log_ratio: torch.Tensor,
+    mask: torch.Tensor,
+    is_weights: torch.Tensor | None = None,
+    k_pos: float = 2.0,
+    lambda_pos: float = 3.0,
+    k_neg: float = 3.0,
+    lambda_neg: float = 2.0,
+) -> ObjectiveOut:
+    """VESPO: ``-sg[phi(W)] A log pi_theta`` per token, ``phi`` from :func:`vespo_phi`.
+
+    Shen et al. 2026, arXiv 2602.10693: a smooth, asymmetric weight on the whole sequence's
+    importance ratio replaces the hard clip; on policy ``W = 1``, ``phi = 1``: REINFORCE.  The
+    sampler-correction weights enter ``W`` (``is_weights``) instead of multiplying the loss.
+    TRL 1.16 ``loss_type="vespo"``.  Aggregation: DAPO's global token mean.
+    """
+    phi = vespo_phi(log_ratio, mask, adv, is_weights=is_weights, k_pos=k_pos, lambda_pos=lambda_pos,
+                    k_neg=k_neg, lambda_neg=lambda_neg)  # (B, 1)
+    return ObjectiveOut(-phi * adv * logp, None, None, {"phi": phi})
+
+
+DPPO_KINDS: tuple[str, ...] = ("binary_tv", "binary_kl", "topk_tv", "topk_kl")
+
+
+@torch.no_grad()
+def dppo_trust_mask(
+    logp: torch.Tensor,
+    anchor_logp: torch.Tensor,
+    adv: torch.Tensor,
+    *,
+    kind: str,
+    delta_low: float,
+    delta_high: float,
+    divergence: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """DPPO's trust-region mask ``M = 1 - invalid``, ``(B, T)`` of 0/1 (no gradient).
+
+    Qi et al. 2026, arXiv 2602.04879.  Per token ``p = pi_theta(y_t)``, ``mu = exp(anchor_logp)``
+    (the rollout policy's probability).  A token is *invalid* only when it moved further in the
+    direction its advantage asks for and beyond ``delta``:
+
+    * ``binary_tv``: ``A > 0 and p - mu > delta_high``, or ``A <= 0 and p - mu < -delta_low``;
+    * ``binary_kl``: ``D = mu log(mu/p) + (1-mu) log((1-mu+1e-8)/(1-p+1e-8))``;
+      ``A > 0, D > delta_high, p > mu`` or ``A <= 0, D > delta_low, p < mu``;
+    * ``topk_tv`` / ``topk_kl``: the same rule with ``D = divergence`` ``(B, T)`` computed over the
+      sampler's top-K (:func:`grpo_lessons.core.divergence.topk_divergence`).
+
+    The authors' code (sail-sg/Stable-RL, veRL ``dppo_*`` loss modes) computes the same masks.
+    """
+    if kind not in DPPO_KINDS:
+        raise ValueError(f"unknown DPPO divergence kind {kind!r}; known: {', '.join(DPPO_KINDS)}")
+    if delta_low < 0 or delta_high < 0:
+        raise ValueError(f"DPPO thresholds must be >= 0, got delta_low={delta_low}, delta_high={delta_high}")
+    p = torch.exp(logp.detach())  # (B, T)
+    mu = torch.exp(anchor_logp)  # (B, T)
+    if kind == "binary_tv":
+        bad_pos = (p - mu) > delta_high
+        bad_neg = (p - mu) < -delta_low
+    else:
+        if kind == "binary_kl":
+            d = mu * (anchor_logp - logp.detach()) + (1 - mu) * torch.log((1 - mu + 1e-8) / (1 - p + 1e-8))  # (B, T)
+        else:
+            if divergence is None:
+                raise ValueError(f"DPPO {kind!r} needs divergence=, the (B, T) top-K divergence "
+                                 "(grpo_lessons.core.divergence.topk_divergence)")
+            d = divergence.to(p.dtype)
+            if d.shape != p.shape:
+                raise ValueError(f"divergence has shape {tuple(d.shape)}, logp has {tuple(p.shape)}")
+        bad_pos = (d > delta_high) & (p > mu)
+        bad_neg = (d > delta_low) & (p < mu)
+    invalid = torch.where(adv > 0, bad_pos, bad_neg)  # (B, T)
+    return (~invalid).to(logp.dtype)
+
+
+def dppo_surrogate(
+    ratio: torch.Tensor,
+    adv: torch.Tensor,
+    *,
+    logp: torch.Tensor,
+    anchor_logp: torch.Tensor,
+    divergence: torch.Tensor | None = None,
+    kind: str = "binary_tv",
+    delta_low: float = 0.15,
+    delta_high: float = 0.15,
+    ratio_cap: float = 3.0,
+) -> ObjectiveOut:
+    """DPPO: ``-A sg(min(p / mu, C)) M log p`` per token (Qi et al. 2026, arXiv 2602.04879).
+
+    ``anchor_logp`` is ``log mu``: the sampler's log-probs when there are any (the paper), else
+    ``pi_old`` (the paper's "recompute" ablation, veRL's ``dppo_tv``/``dppo_kl``).  ``M`` is
+    :func:`dppo_trust_mask`; ``C = ratio_cap`` (``clip_ratio_c`` = 3.0 in the authors' config);
+    ``log(p/mu)`` is clamped at 20 before ``exp`` as in their code.  Not in TRL.
+    ``clipped_high`` / ``clipped_low`` mark tokens masked with ``A > 0`` / ``A <= 0``.
+    """
+    if not ratio_cap > 0:
+        raise ValueError(f"ratio_cap must be > 0, got {ratio_cap}")
+    keep = dppo_trust_mask(logp, anchor_logp, adv, kind=kind, delta_low=delta_low, delta_high=delta_high,
+                           divergence=divergence)  # (B, T)
+    weight = torch.exp(torch.clamp(logp.detach() - anchor_logp, max=20.0)).clamp(max=ratio_cap)  # (B, T)
+    per_token = -adv * weight * keep * logp  # (B, T)
+    dropped = keep == 0
+    return ObjectiveOut(per_token, dropped & (adv <= 0), dropped & (adv > 0), {"is_weight": weight, "keep": keep})
+
+
+# name -> (function, the hyper-parameters it takes); later objectives are added here.
+OBJECTIVES: dict[str, tuple[Callable[..., ObjectiveOut], tuple[str, ...]]] = {
+    "clip": (clipped_surrogate, ("epsilon", "epsilon_high")),
+    "sapo": (sapo_surrogate, ("tau_pos", "tau_neg")),
+    "cispo": (cispo_surrogate, ("epsilon_high",)),
+    "vespo": (vespo_surrogate, ("k_pos", "lambda_pos", "k_neg", "lambda_neg")),
+    "dppo": (dppo_surrogate, ("kind", "delta_low", "delta_high", "ratio_cap")),
+}
+
+# name -> the tensors policy_loss passes besides (ratio, adv):
+#   logp (B, T) current log-probs with grad; log_ratio (B, T) log pi_theta - log pi_old, detached;
+#   mask (B, T); is_weights the rollout-correction weights or None (the objective folds them in itself
+#   and policy_loss does not multiply them afterwards); anchor_logp (B, T) log mu (sampler, else pi_old);
+#   divergence (B, T) or None.
+OBJECTIVE_INPUTS: dict[str, tuple[str, ...]] = {
+    "clip": (),
+    "sapo": (),
+    "cispo": ("logp",),
+    "vespo": ("logp", "log_ratio", "mask", "is_weights"),
+    "dppo": ("logp", "anchor_logp", "divergence"),
+}

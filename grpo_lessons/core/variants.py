@@ -1,0 +1,332 @@
+"""The variant registry: each GRPO variant is a *choice of pieces*, not a copy of the loss.
+
+A :class:`Variant` names
+
+* ``advantage_scale`` — how rewards become advantages (:func:`grpo_lessons.group_advantages`),
+* ``ratio_level`` — token / sequence / sequence-token importance ratio (:mod:`grpo_lessons.core.ratios`),
+* ``objective`` — clip / soft gate ... (:mod:`grpo_lessons.core.objectives`),
+* ``aggregation`` — what the loss is divided by (:mod:`grpo_lessons.core.aggregation`),
+
+plus the paper's defaults, the citation and the TRL ``GRPOConfig`` fields that reproduce it.
+Adding a variant is one :func:`register` call; :func:`grpo_lessons.policy_loss` and the
+trainer read everything from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import torch
+
+from ._checks import check_finite
+from .advantages import SCALES, _reward_matrix_tensor, combine_rewards, decoupled_advantages, group_advantages
+from .aggregation import AGGREGATIONS
+from .objectives import OBJECTIVES
+from .ratios import RATIO_LEVELS
+
+__all__ = ["Variant", "VARIANTS", "register", "get_variant", "list_variants", "variant_advantages"]
+
+
+def _frozen(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(d or {}))
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One GRPO variant as a combination of pieces (see module docstring)."""
+
+    name: str
+    title: str
+    advantage_scale: str
+    ratio_level: str
+    objective: str
+    aggregation: str
+    citation: str
+    loss_defaults: Mapping[str, Any] = field(default_factory=dict)  # read by policy_loss
+    train_defaults: Mapping[str, Any] = field(default_factory=dict)  # read by the trainer (beta, G, lr, ...)
+    trl: Mapping[str, Any] = field(default_factory=dict)  # GRPOConfig fields reproducing the method
+    notebook: str = ""
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.advantage_scale not in SCALES:
+            problems.append(f"advantage_scale {self.advantage_scale!r} not in {SCALES}")
+        if self.ratio_level not in RATIO_LEVELS:
+            problems.append(f"ratio_level {self.ratio_level!r} not in {tuple(RATIO_LEVELS)}")
+        if self.objective not in OBJECTIVES:
+            problems.append(f"objective {self.objective!r} not in {tuple(OBJECTIVES)}")
+        if self.aggregation not in AGGREGATIONS:
+            problems.append(f"aggregation {self.aggregation!r} not in {AGGREGATIONS}")
+        if problems:
+            raise ValueError(f"variant {self.name!r}: " + "; ".join(problems))
+        object.__setattr__(self, "loss_defaults", _frozen(self.loss_defaults))
+        object.__setattr__(self, "train_defaults", _frozen(self.train_defaults))
+        object.__setattr__(self, "trl", _frozen(self.trl))
+
+    @property
+    def fixed_group_size(self) -> int | None:
+        """G when the method is defined by it (2-GRPO: G = 2), else None (G is a free hyper-parameter)."""
+        if self.train_defaults.get("group_size_defines_method"):
+            return int(self.train_defaults["group_size"])
+        return None
+
+    @property
+    def loss_params(self) -> tuple[str, ...]:
+        """Hyper-parameter names the objective accepts."""
+        return OBJECTIVES[self.objective][1]
+
+
+VARIANTS: dict[str, Variant] = {}
+
+
+def register(variant: Variant, *, replace: bool = False) -> Variant:
+    """Add ``variant`` to the registry (``replace=True`` to overwrite an entry)."""
+    if variant.name in VARIANTS and not replace:
+        raise ValueError(f"variant {variant.name!r} is already registered")
+    VARIANTS[variant.name] = variant
+    return variant
+
+
+def get_variant(name: str | Variant) -> Variant:
+    """Look a variant up by name; ``ValueError`` listing the known names otherwise."""
+    if isinstance(name, Variant):
+        return name
+    try:
+        return VARIANTS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown variant {name!r}; known variants: {', '.join(sorted(VARIANTS))}") from None
+
+
+def list_variants() -> list[str]:
+    return sorted(VARIANTS)
+
+
+
+def variant_advantages(rewards, group_size: int, variant="grpo", weights=None, *,
+                       allow_unscored: bool = False) -> torch.Tensor:
+    """The advantages a registry variant uses, from ``(N,)`` rewards or an ``(N, K)`` reward matrix.
+
+    * ``advantage_scale`` ``"group"`` / ``"none"`` / ``"batch"`` / ``"rank"``: the weighted ``nansum`` of the
+      columns (:func:`~grpo_lessons.core.advantages.combine_rewards`, TRL's ``sum_then_normalize``), then :func:`~grpo_lessons.core.advantages.group_advantages` /
+      :func:`~grpo_lessons.core.advantages.rank_advantages`.
+    * ``"decoupled"`` (GDPO): :func:`~grpo_lessons.core.advantages.decoupled_advantages` on the matrix, columns kept apart.
+
+    ``allow_unscored=True`` lets NaN through (unscorable rows: advantage 0, left out of the statistics).
+    GDPO is NaN-aware per column whatever this flag says, as in TRL, but with ``allow_unscored=False`` a
+    row NaN in every column still raises.  Shapes: returns ``(N,)``.
+    """
+    v = get_variant(variant)
+    R = _reward_matrix_tensor(rewards, allow_nan=True)  # (N, K)
+    if not allow_unscored and bool(torch.isnan(R).all(dim=1).any()):
+        bad = torch.isnan(R).all(dim=1).nonzero().flatten().tolist()[:8]
+        raise ValueError(f"rewards are NaN in every column at rows {bad} (unscorable); "
+                         "pass allow_unscored=True to give them advantage 0 as TRL does")
+    if v.advantage_scale == "decoupled":
+        return decoupled_advantages(R, group_size, weights)
+    if R.shape[1] == 1 and weights is None:
+        r = R[:, 0]
+        if not allow_unscored:
+            check_finite(r, "rewards")
+    else:
+        r = combine_rewards(R, weights)
+    return group_advantages(r, group_size, scale=v.advantage_scale, allow_unscored=allow_unscored)
+
+
+_GRPO = "Shao et al. 2024, DeepSeekMath, arXiv 2402.03300"
+
+register(Variant(
+    name="grpo",
+    title="GRPO",
+    advantage_scale="group", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
+    citation=_GRPO,
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={"beta": 0.04, "group_size": 64, "learning_rate": 1e-6, "max_completion_length": 1024},
+    trl={"loss_type": "grpo", "scale_rewards": "group", "importance_sampling_level": "token",
+         "epsilon": 0.2, "beta": 0.04},
+    notebook="03_clipped_surrogate_and_kl.ipynb",
+    notes="Per-sequence mean of per-token means: short completions' tokens weigh more (length bias).",
+))
+
+register(Variant(
+    name="bnpo",
+    title="BNPO (token-mean GRPO)",
+    advantage_scale="group", ratio_level="token", objective="clip", aggregation="token_mean",
+    citation="TRL loss_type='bnpo' (batch-normalised token mean); cf. Yu et al. 2025, arXiv 2503.14476",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={"beta": 0.0},
+    trl={"loss_type": "bnpo", "scale_rewards": "group", "epsilon": 0.2, "beta": 0.0},
+    notebook="03_clipped_surrogate_and_kl.ipynb",
+))
+
+register(Variant(
+    name="dr_grpo",
+    title="Dr. GRPO",
+    advantage_scale="none", ratio_level="token", objective="clip", aggregation="seq_mean_token_sum_norm",
+    citation="Liu et al. 2025, Understanding R1-Zero-Like Training: A Critical Perspective, arXiv 2503.20783",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={"beta": 0.0, "group_size": 8, "learning_rate": 1e-6},
+    trl={"loss_type": "dr_grpo", "scale_rewards": "none", "epsilon": 0.2, "beta": 0.0},
+    notebook="06_dr_grpo.ipynb",
+    notes="No std division and a constant normaliser (max completion length). Not the chapter's A*(1-pi_ref).",
+))
+
+register(Variant(
+    name="dapo",
+    title="DAPO (Decoupled Clip and Dynamic sAmpling Policy Optimization)",
+    advantage_scale="group", ratio_level="token", objective="clip", aggregation="token_mean",
+    citation="Yu et al. 2025, DAPO, arXiv 2503.14476",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": 0.28},
+    train_defaults={"beta": 0.0, "group_size": 16, "learning_rate": 1e-6, "mask_truncated_completions": True,
+                    "dynamic_sampling": True, "overlong_cache_len": 4096, "max_completion_length": 20480},
+    trl={"loss_type": "dapo", "scale_rewards": "group", "epsilon": 0.2, "epsilon_high": 0.28,
+         "mask_truncated_completions": True, "beta": 0.0},
+    notebook="07_dapo.ipynb",
+    notes="TRL's default loss_type, but TRL's default epsilon_high equals epsilon (0.2), not the paper's 0.28.",
+))
+
+register(Variant(
+    name="gspo",
+    title="GSPO",
+    advantage_scale="group", ratio_level="sequence", objective="clip", aggregation="seq_mean_token_mean",
+    citation="Zheng et al. 2025, Group Sequence Policy Optimization, arXiv 2507.18071",
+    loss_defaults={"epsilon": 3e-4, "epsilon_high": 4e-4},
+    train_defaults={"beta": 0.0},
+    trl={"loss_type": "grpo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4,
+         "beta": 0.0},
+    notebook="08_gspo.ipynb",
+))
+
+register(Variant(
+    name="gspo_token",
+    title="GSPO-token",
+    advantage_scale="group", ratio_level="sequence_token", objective="clip", aggregation="seq_mean_token_mean",
+    citation="Zheng et al. 2025, arXiv 2507.18071, Eq. (13)",
+    loss_defaults={"epsilon": 3e-4, "epsilon_high": 4e-4},
+    train_defaults={"beta": 0.0},
+    trl={},  # TRL 1.16 has only "token" and "sequence" levels: use GRPOLessonsTrainer
+    notebook="08_gspo.ipynb",
+    notes="sg[s_i] * pi/sg[pi]: GSPO's value with a per-token gradient (per-token advantages possible).",
+))
+
+register(Variant(
+    name="sapo",
+    title="SAPO (Soft Adaptive Policy Optimization)",
+    advantage_scale="group", ratio_level="token", objective="sapo", aggregation="seq_mean_token_mean",
+    citation="Gao et al. 2025, Soft Adaptive Policy Optimization, arXiv 2511.20347",
+    loss_defaults={"tau_pos": 1.0, "tau_neg": 1.05},
+    train_defaults={"beta": 0.0},
+    trl={"loss_type": "sapo", "sapo_temperature_pos": 1.0, "sapo_temperature_neg": 1.05, "beta": 0.0},
+    notebook="10_sapo.ipynb",
+    notes="f(r) = sigmoid(tau (r-1)) 4/tau; not the chapter's -A sigmoid((r-1)/tau) r.",
+))
+
+register(Variant(
+    name="2-grpo",
+    title="2-GRPO (G = 2)",
+    advantage_scale="group", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
+    citation="Wu et al. 2025, It Takes Two: Your GRPO Is Secretly DPO, arXiv 2510.00977",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={"beta": 0.0, "group_size": 2, "group_size_defines_method": True, "prompts_per_step": 32},
+    trl={"loss_type": "grpo", "num_generations": 2, "scale_rewards": "group", "beta": 0.0},
+    notebook="09_two_grpo.ipynb",
+    notes="No new loss: G = 2 with more prompts per step at the same number of completions (the trainer's "
+          "default: 32 prompts x 2 = 8 x 8; the paper: 8x the prompts of its G = 16). Advantages are +-0.7071 or 0.",
+))
+
+# -- off-policy family (notebooks 12-14) ---------------------------------------------------------------
+
+register(Variant(
+    name="cispo",
+    title="CISPO (Clipped IS-weight Policy Optimization)",
+    advantage_scale="group", ratio_level="token", objective="cispo", aggregation="token_mean",
+    citation="MiniMax 2025, MiniMax-M1, arXiv 2506.13585, Eq. (4); absolute cap as in Khatri et al. 2025, arXiv 2510.13786",
+    loss_defaults={"epsilon_high": 5.0},
+    train_defaults={"beta": 0.0},
+    trl={"loss_type": "cispo", "scale_rewards": "group", "epsilon_high": 5.0, "beta": 0.0},
+    notebook="14_cispo_scalerl.ipynb",
+    notes="-sg(min(r, eps_max)) A log pi: clips the IS weight, never the gradient; no lower clip (the paper "
+          "sets eps_low large). epsilon_high is an ABSOLUTE cap (TRL); TRL's unset epsilon_high falls back "
+          "to epsilon = 0.2. Loss value is not 0 on policy. Not the chapter's 'batch norm + DAPO loss'.",
+))
+
+register(Variant(
+    name="vespo",
+    title="VESPO (smooth weight phi(W) of the sequence importance ratio)",
+    advantage_scale="group", ratio_level="token", objective="vespo", aggregation="token_mean",
+    citation="Shen et al. 2026, VESPO, arXiv 2602.10693",
+    loss_defaults={"k_pos": 2.0, "lambda_pos": 3.0, "k_neg": 3.0, "lambda_neg": 2.0},
+    train_defaults={"beta": 0.0},
+    trl={"loss_type": "vespo", "scale_rewards": "group", "vespo_k_pos": 2.0, "vespo_lambda_pos": 3.0,
+         "vespo_k_neg": 3.0, "vespo_lambda_neg": 2.0, "beta": 0.0},
+    notebook="12_vespo.ipynb",
+    notes="-sg[phi(W)] A log pi with phi(W) = W^k exp(lambda (1 - W)) of the full sequence ratio W; phi(1) = 1. "
+          "Sampler-correction weights enter W instead of multiplying the loss.",
+))
+
+_DPPO = "Qi et al. 2026, Rethinking the Trust Region in LLM Reinforcement Learning, arXiv 2602.04879"
+for _kind, _delta, _what in (
+    ("binary_tv", 0.15, "|p - mu| of the sampled token"),
+    ("binary_kl", 0.05, "the Bernoulli KL of the sampled token"),
+    ("topk_tv", 0.15, "the TV distance over the sampler's top-K plus a rest bucket"),
+    ("topk_kl", 0.05, "KL(mu || pi_theta) over the sampler's top-K plus a rest bucket"),
+):
+    register(Variant(
+        name=f"dppo_{_kind}",
+        title=f"DPPO ({_kind.replace('_', '-')})",
+        advantage_scale="group", ratio_level="token", objective="dppo", aggregation="token_mean",
+        citation=_DPPO,
+        loss_defaults={"kind": _kind, "delta_low": _delta, "delta_high": _delta, "ratio_cap": 3.0},
+        train_defaults={"beta": 0.0},
+        trl={},  # not in TRL 1.16: GRPOLessonsTrainer computes it
+        notebook="13_dppo.ipynb",
+        notes=f"-A sg(min(p/mu, 3)) M log p; M drops a token that moved beyond delta = {_delta} in {_what}, in the "
+              "direction its advantage pushes. mu = sampler log-probs when given, else pi_old."
+              + (" Needs divergence= (topk_divergence)." if _kind.startswith("topk") else ""),
+    ))
+
+register(Variant(
+    name="scalerl",
+    title="ScaleRL (CISPO + prompt-level aggregation + batch-level advantage normalisation)",
+    advantage_scale="batch_centered", ratio_level="token", objective="cispo", aggregation="prompt_mean",
+    citation="Khatri et al. 2025, The Art of Scaling Reinforcement Learning Compute for LLMs, arXiv 2510.13786",
+    loss_defaults={"epsilon_high": 5.0},
+    train_defaults={"beta": 0.0},
+    trl={},  # TRL has neither prompt-level aggregation nor centred-advantage batch std: GRPOLessonsTrainer
+    notebook="14_cispo_scalerl.ipynb",
+    notes="CISPO loss (eps_max = 5), token mean within each prompt's group then mean over prompts, advantages "
+          "r - mean_g divided by the batch std of those centred advantages (not TRL's std of raw rewards); "
+          "the recipe also filters zero-variance prompts and uses FP32 LM-head logits.",
+))
+
+# -- rewards family (notebooks 15-16) ------------------------------------------------------------------
+
+register(Variant(
+    name="gdpo",
+    title="GDPO (Group reward-Decoupled normalization Policy Optimization)",
+    advantage_scale="decoupled", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
+    citation="Liu et al. 2026, GDPO, arXiv 2601.05242",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={},
+    trl={"loss_type": "grpo", "multi_objective_aggregation": "normalize_then_sum", "scale_rewards": "group"},
+    notebook="15_gdpo.ipynb",
+    notes="Each reward z-scored in its group, weighted sum, batch renormalisation (decoupled_advantages). "
+          "TRL ignores scale_rewards under normalize_then_sum; the authors zero NaN rewards first.",
+))
+
+register(Variant(
+    name="gopo",
+    title="GOPO (Group Ordinal Policy Optimization)",
+    advantage_scale="rank", ratio_level="token", objective="clip", aggregation="token_mean",
+    citation="Choi et al. 2026, GOPO: Policy Optimization using Ranked Rewards, arXiv 2602.03876",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={},
+    trl={},  # not in TRL 1.16: GRPOLessonsTrainer replaces TRL's advantages by rank_advantages
+    notebook="16_gopo.ipynb",
+    notes="A = 2 - 4 (rank - 1)/(G - 1), rank 1 = best, average ranks for ties (the authors break ties "
+          "arbitrarily: rank_advantages(ties='first')). Invariant to monotonic reward transforms. "
+          "Clipped loss with a token mean, as the authors' code.",
+))

@@ -1,1 +1,0 @@
-"""Exercises of the curriculum, one module per notebook (``nbNN.py``); see :mod:`grpo_lessons.exercises`."""

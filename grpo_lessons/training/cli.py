@@ -1,0 +1,198 @@
+"""``grpo-lessons``: the command line.
+
+    grpo-lessons train                                   # SmolLM2-135M-Instruct on arithmetic, offline, CPU
+    grpo-lessons train --model tiny-qwen2 --steps 2      # a seconds-long smoke run
+    grpo-lessons train --variant dapo --lora --lr 2e-4 --out runs/dapo
+    grpo-lessons train --precision bf16-mixed --sampler-dtype bfloat16   # the fast CPU settings
+    grpo-lessons variants                                # the registry: name, paper, TRL settings
+
+``train`` writes ``<out>/metrics.csv`` (one row per step), ``<out>/curves.png`` (reward and held-out
+accuracy), ``<out>/config.json`` and ``<out>/summary.json``, and keeps ``<out>/checkpoint.pt`` for
+``--resume``.  Introduced in ``notebooks/05_grpo_end_to_end.ipynb``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+
+__all__ = ["main", "build_parser", "config_from_args"]
+
+
+def _bool_flag(p: argparse.ArgumentParser, name: str, help: str) -> None:
+    p.add_argument(f"--{name}", dest=name.replace("-", "_"), action=argparse.BooleanOptionalAction, default=None,
+                   help=help + " (default: the variant's)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .trainer import TrainConfig
+
+    d = TrainConfig()
+    p = argparse.ArgumentParser(prog="grpo-lessons", description="GRPO lessons: train a small model with GRPO.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train a model with GRPO (CPU defaults, offline)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    t.add_argument("--model", default=d.model,
+                   help="smollm2 (offline SmolLM2-135M-Instruct), tiny-qwen2, tiny-qwen3, a hub name or a local path")
+    t.add_argument("--task", default=d.task, help="arithmetic or countdown")
+    t.add_argument("--variant", default=d.variant, help="a registered variant (grpo-lessons variants lists them)")
+    t.add_argument("--steps", type=int, default=d.steps)
+    t.add_argument("--prompts-per-step", type=int, default=None,
+                   help="prompts (groups) per step (default: 8; 2-grpo: 32, the same completions per step as G = 8)")
+    t.add_argument("--group-size", "-G", type=int, default=None,
+                   help="completions per prompt (default: 8; 2-grpo: 2, the G that defines it)")
+    t.add_argument("--lr", type=float, default=d.lr)
+    t.add_argument("--beta", type=float, default=None, help="KL coefficient (default: the variant's)")
+    t.add_argument("--epsilon", type=float, default=None, help="clip range; given alone it sets both sides, as in TRL (default: the variant's pair)")
+    t.add_argument("--epsilon-high", type=float, default=None)
+    t.add_argument("--mu", type=int, default=d.mu, help="optimiser steps per sampled batch")
+    t.add_argument("--max-new-tokens", type=int, default=None,
+                   help="completion token limit (default: the task's; arithmetic 12, countdown 32)")
+    t.add_argument("--temperature", type=float, default=d.temperature)
+    t.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm)
+    t.add_argument("--eval-every", type=int, default=d.eval_every)
+    t.add_argument("--eval-size", type=int, default=d.eval_size)
+    t.add_argument("--micro-batch-size", type=int, default=d.micro_batch_size)
+    t.add_argument("--seed", type=int, default=d.seed)
+    t.add_argument("--out", default=None, help="run directory (default: runs/<task>-<variant>)")
+    t.add_argument("--lora", action="store_true", help="train a LoRA adapter instead of every weight")
+    t.add_argument("--lora-r", type=int, default=d.lora_r)
+    t.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
+                   help="save a checkpoint every N steps (always at the end)")
+    t.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt if it exists")
+    _bool_flag(t, "dynamic-sampling", "DAPO dynamic sampling: drop all-equal groups and refill")
+    t.add_argument("--max-resample-rounds", type=int, default=d.max_resample_rounds)
+    _bool_flag(t, "mask-truncated-completions", "DAPO overlong filtering: no loss on truncated completions")
+    t.add_argument("--overlong-cache-len", type=int, default=None,
+                   help="DAPO soft overlong penalty over the last N tokens before --max-new-tokens (default: off)")
+    t.add_argument("--reward-weights", type=float, nargs="+", default=None,
+                   help="one weight per reward function of the task")
+    t.add_argument("--max-minutes", type=float, default=None,
+                   help="stop after this much training time in this invocation, evaluation excluded (a --resume gets a new budget)")
+    t.add_argument("--precision", default=d.precision, choices=["fp32", "bf16-mixed"],
+                   help="bf16-mixed: forward/backward on a bf16 copy of the weights, fp32 master weights and loss")
+    t.add_argument("--sampler-dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="sample with a copy of the weights in this dtype, resynced after every update "
+                        "(default: the trained model samples; no train/inference gap)")
+    t.add_argument("--copy-rounding", default=d.copy_rounding, choices=["dither", "nearest"],
+                   help="how the fp32 weights are rounded into the bf16 copies after each update: dither (a fixed "
+                        "random threshold per weight; the copy follows small updates) or nearest")
+    t.add_argument("--sampler-fp32-head", action=argparse.BooleanOptionalAction, default=d.sampler_fp32_head,
+                   help="the low-precision sampler computes its logits with an fp32 LM head")
+    t.add_argument("--attn-implementation", default=d.attn_implementation,
+                   help="auto (gqa on a CPU: plain-matmul grouped-query attention), gqa, or a transformers name "
+                        "such as eager or sdpa")
+    t.add_argument("--reuse-freed-memory", action=argparse.BooleanOptionalAction, default=d.reuse_freed_memory,
+                   help="Linux: glibc keeps freed memory for reuse instead of unmapping it (faster CPU steps)")
+    t.add_argument("--optimizer", default=d.optimizer, choices=["adamw-fused", "adamw-foreach", "adamw"])
+    t.add_argument("--rollout-correction", default=None,
+                   help="correct the sampler/trainer gap in the loss (see policy_loss; default: none)")
+    t.add_argument("--rollout-clip-max", type=float, default=d.rollout_clip_max)
+    t.add_argument("--rollout-clip-min", type=float, default=None)
+    t.add_argument("--off-policy-mask-threshold", type=float, default=None)
+    # entropy bonus, ScaleRL's retirement of solved prompts, DPPO top-K (TrainConfig fields of the same names)
+    t.add_argument("--entropy-bonus", type=float, default=d.entropy_bonus,
+                   help="alpha of the entropy bonus (0: off); --entropy-in says where it enters")
+    t.add_argument("--entropy-in", choices=("reward", "loss"), default=d.entropy_in,
+                   help="reward: r_i += alpha * H_i (sampler's mean token entropy); loss: loss -= alpha * entropy")
+    t.add_argument("--retire-solved-at", type=float, default=None,
+                   help="retire prompts for good once their group pass rate reaches this (ScaleRL: 0.9; default: off)")
+    t.add_argument("--topk", type=int, default=d.topk,
+                   help="sampler tokens recorded per position for DPPO's top-K variants (dppo_topk_tv/kl)")
+    t.add_argument("--save-model", action="store_true", help="write the trained model/adapter to <out>/model")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    sub.add_parser("variants", help="list the registered GRPO variants")
+    sub.add_parser("tasks", help="list the generated tasks")
+    return p
+
+
+def config_from_args(args: argparse.Namespace):
+    """A :class:`~grpo_lessons.training.trainer.TrainConfig` from parsed ``train`` arguments."""
+    from .trainer import TrainConfig
+
+    names = {f.name for f in fields(TrainConfig)}
+    kw = {k: v for k, v in vars(args).items() if k in names}
+    if kw.get("out") is None:
+        kw["out"] = os.path.join("runs", f"{args.task}-{args.variant}")
+    if kw.get("reward_weights") is not None:
+        kw["reward_weights"] = tuple(kw["reward_weights"])
+    return TrainConfig(**kw)
+
+
+def _train(args) -> int:
+    from .trainer import train
+    from .plots import save_plot
+
+    cfg = config_from_args(args)
+    cfg.validate()
+    print(f"grpo-lessons train: model={cfg.model} task={cfg.task} variant={cfg.variant} steps={cfg.steps} "
+          f"P={cfg.resolve().prompts_per_step} G={cfg.resolve().group_size} lr={cfg.lr:g} out={cfg.out}", flush=True)
+    result = train(cfg, progress=not args.no_progress)
+    png = save_plot(result.history, os.path.join(cfg.out, "curves.png"),
+                    title=f"{cfg.model} / {cfg.task} / {cfg.variant}")
+    trained = [r for r in result.history if r.get("seconds") is not None and r.get("reward_mean") is not None]
+    summary = {
+        "initial_accuracy": None if result.initial_eval is None else result.initial_eval["accuracy"],
+        "final_accuracy": None if result.final_eval is None else result.final_eval["accuracy"],
+        "steps": result.history[-1]["step"] if result.history else 0,
+        "minutes": round(sum(r["seconds"] for r in trained) / 60, 3),
+        "metrics_csv": str(result.csv_path),
+        "curves_png": png,
+        "config": result.config,
+    }
+    tmp = os.path.join(cfg.out, ".summary.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(summary, f, indent=1, default=str)
+    os.replace(tmp, os.path.join(cfg.out, "summary.json"))
+    acc = ""
+    if summary["initial_accuracy"] is not None:
+        acc = f"held-out accuracy {summary['initial_accuracy']:.1%} -> {summary['final_accuracy']:.1%}; "
+    print(f"done: {acc}{summary['steps']} steps in {summary['minutes']:.1f} min; wrote {result.csv_path} and {png}")
+    return 0
+
+
+def _variants() -> int:
+    from grpo_lessons.core.variants import VARIANTS
+
+    for name in sorted(VARIANTS):
+        v = VARIANTS[name]
+        print(f"{name:12s} {v.title}\n{'':12s} {v.citation}\n{'':12s} TRL: {dict(v.trl) or 'not in TRL'}")
+    return 0
+
+
+def _tasks() -> int:
+    from .data import TASKS
+
+    for name, task in sorted(TASKS.items()):
+        print(f"{name:12s} {task.description}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``grpo-lessons`` console script; returns the exit status."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "train":
+            return _train(args)
+        if args.command == "variants":
+            return _variants()
+        return _tasks()
+    except (ValueError, RuntimeError, FileNotFoundError, FloatingPointError) as e:
+        # Bad settings and bad data get one clear line, not a traceback.
+        print(f"grpo-lessons: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("grpo-lessons: interrupted; rerun with --resume to continue from the last checkpoint",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
