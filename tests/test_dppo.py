@@ -16,7 +16,7 @@ from grpo_lessons.core.kl import exact_kl
 from grpo_lessons.core.objectives import dppo_trust_mask
 
 D = torch.float64
-# The worked case (REFERENCES, DPPO): mu, p, sign of A per token
+# A worked case from DPPO's definitions (Qi et al. 2026, arXiv 2602.04879): mu, p, sign of A per token
 MU = torch.tensor([[0.5, 0.5, 0.9, 0.05]], dtype=D)
 P = torch.tensor([[0.7, 0.3, 0.99, 0.2]], dtype=D)
 A_TOK = torch.tensor([[1.0, -1.0, 1.0, 1.0]], dtype=D)

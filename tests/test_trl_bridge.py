@@ -84,7 +84,7 @@ def build(cls, tiny, cfg, **kw):
 
 # -- grpo_config ----------------------------------------------------------------------------------------
 
-EXPECTED = {  # the papers' settings (REFERENCES.md), as TRL 1.16 fields
+EXPECTED = {  # the papers' settings (each registry entry cites its arXiv id), as TRL 1.16 fields
     "grpo": {"loss_type": "grpo", "scale_rewards": "group", "epsilon": 0.2, "epsilon_high": None, "beta": 0.04},
     "bnpo": {"loss_type": "bnpo", "scale_rewards": "group", "beta": 0.0},
     "dr_grpo": {"loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0},

@@ -98,7 +98,7 @@ def config_fields() -> frozenset[str]:
 
 
 def trl_supports(variant: str | Variant) -> bool:
-    """Whether TRL 1.19's own ``_compute_loss`` implements ``variant`` (its registry entry names TRL fields)."""
+    """Whether TRL 1.16's own ``_compute_loss`` implements ``variant`` (its registry entry names TRL fields)."""
     return bool(get_variant(variant).trl)
 
 

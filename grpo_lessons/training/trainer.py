@@ -138,7 +138,7 @@ class Trainer(records.RunRecords):
         if cfg.reuse_freed_memory and torch.device(cfg.device).type == "cpu":
             reuse_freed_memory()  # glibc: reuse freed blocks instead of faulting fresh pages in every step
         torch.manual_seed(cfg.seed)  # LoRA initialisation and every sampled token follow from here
-        set_attention(cfg, model)  # "auto": eager attention on a CPU (every copy below inherits it)
+        set_attention(cfg, model)  # "auto": gqa attention on a CPU (every copy below inherits it)
         self.model, self.ref_model = prepare_model(cfg, model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:

@@ -10,7 +10,7 @@ from grpo_lessons.core.objectives import vespo_phi
 
 def _check_phi(fn) -> None:
     g = torch.Generator().manual_seed(12)
-    cases = [(torch.tensor([0.1, -0.05], dtype=torch.float64), 1.0),  # REFERENCES' first worked value
+    cases = [(torch.tensor([0.1, -0.05], dtype=torch.float64), 1.0),  # VESPO (arXiv 2602.10693), checked vs TRL
              (torch.tensor([0.2, 0.1, 0.3], dtype=torch.float64), -1.0)]  # the second
     for n in (1, 4, 17, 60):
         for a in (1.0, -1.0, 0.0):
