@@ -179,8 +179,8 @@ def token_weights(mask: torch.Tensor, mode: str, *, max_completion_length: int |
     weighs ten times a token of a 100-token answer; under the other two all tokens weigh the same.
     """
     probe = torch.zeros_like(mask, dtype=torch.float64, requires_grad=True)
-    if max_completion_length is None and mode == "seq_mean_token_sum_norm":
-        max_completion_length = mask.shape[-1]  # a picture of one batch: its width is the budget
+    if max_completion_length is None and "max_completion_length" in AGGREGATIONS.lookup(mode).options:
+        max_completion_length = mask.shape[-1]  # a picture of one batch: its width is the budget (Dr. GRPO's L)
     aggregate(probe, mask.to(torch.float64), mode, max_completion_length=max_completion_length,
               group_size=group_size).backward()
     return probe.grad.to(torch.float32)

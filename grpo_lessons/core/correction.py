@@ -89,11 +89,10 @@ def _mask(rho: torch.Tensor, clip_min: float | None, clip_max: float | None) -> 
     return torch.where((rho < lo) | (rho > hi), torch.zeros_like(rho), rho)
 
 
-for _level in ("token", "sequence"):
-    register_rollout_correction(f"{_level}_truncate", _truncate, sequence=_level == "sequence", masks=False,
-                                trl=f"{_level}_truncate")
-    register_rollout_correction(f"{_level}_mask", _mask, sequence=_level == "sequence", masks=True,
-                                trl=f"{_level}_mask")
+register_rollout_correction("token_truncate", _truncate, sequence=False, masks=False, trl="token_truncate")  # TIS
+register_rollout_correction("token_mask", _mask, sequence=False, masks=True, trl="token_mask")  # MIS / IcePop
+register_rollout_correction("sequence_truncate", _truncate, sequence=True, masks=False, trl="sequence_truncate")
+register_rollout_correction("sequence_mask", _mask, sequence=True, masks=True, trl="sequence_mask")
 
 
 def _check_clip(clip_min: float | None, clip_max: float | None) -> None:
