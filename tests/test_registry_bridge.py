@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import warnings
 
 import pytest
 import torch
