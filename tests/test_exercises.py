@@ -13,6 +13,7 @@ Every code exercise is also run against two cheats, generically over the registr
   guard is what rejects it).
 """
 
+import functools
 import json
 from pathlib import Path
 
@@ -214,10 +215,12 @@ def test_guard_finds_the_package_however_it_is_reached():
         "import inside": lambda x: __import__("grpo_lessons.core.advantages", fromlist=["x"]).group_advantages(x, 4),
         "through map": lambda x: list(map(lambda g: ga(g, 4), [x]))[0],
         "another package function": lambda x: x - advantages.combine_rewards(x[:, None]).mean(),
+        "the package function itself": ga,
+        "functools.partial": functools.partial(advantages.group_advantages, group_size=4),
     }
     for name, fn in ways.items():
         with pytest.raises(PackageCall, match="group_advantages|combine_rewards"):
-            _guarded(fn, r)
+            _guarded(fn, r) if name != "the package function itself" else _guarded(fn, r, 4)
     assert sys_profile_restored()
 
 

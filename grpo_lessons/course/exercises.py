@@ -248,6 +248,13 @@ class _PackageCalls:
         sys.setprofile(self._previous)
 
 
+# The learner's function is called from a frame outside the package, so that a package function handed over
+# as the answer itself (``f = group_advantages``, ``functools.partial(group_advantages, ...)``) is entered "from
+# outside" and recorded like any other package call.
+_OUTSIDE: dict[str, Any] = {"__name__": "<learner>"}
+exec("def call(fn, args, kwargs):\n    return fn(*args, **kwargs)\n", _OUTSIDE)  # a fixed trampoline, no learner input
+
+
 def _copy(x: Any) -> Any:
     """A deep copy of what a check hands a learner: tensors cloned (same ``requires_grad``), containers rebuilt."""
     import torch
@@ -302,7 +309,7 @@ def call_learner(fn: Any, args: tuple = (), kwargs: dict | None = None, *, allow
     args_c, kwargs_c = _copy(tuple(args)), _copy(dict(kwargs))
     with _PackageCalls(_ALLOWED.get()) as calls:
         try:
-            out = fn(*args_c, **kwargs_c)
+            out = _OUTSIDE["call"](fn, args_c, kwargs_c)
         except (NotAttempted, ExerciseError):
             raise
         except NotImplementedError:
