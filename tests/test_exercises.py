@@ -285,3 +285,13 @@ def test_kl_ceiling_reference_is_the_edge_of_the_packages_mask():
         # 1e-8 to 1 - p, so it never masks there: the exercise checks to 1e-6 and does not see the difference)
         far = top < 1 - 1e-6
         assert far.sum() >= 6 and keep(top + 1e-7)[far].eq(0).all()
+
+
+@pytest.mark.parametrize("ex", [e for e in EXERCISES if e.allowed_calls], ids=lambda e: e.name)
+def test_allowed_helpers_exist(ex):
+    """A renamed helper would turn an allowed call into a rejected one: every allowed name must resolve."""
+    import importlib
+
+    for name in ex.allowed_calls:
+        module, _, func = name.rpartition(".")
+        assert callable(getattr(importlib.import_module(module), func, None)), name
