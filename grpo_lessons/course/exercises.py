@@ -41,6 +41,7 @@ import math
 import os
 import pkgutil
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -248,11 +249,14 @@ class _PackageCalls:
         sys.setprofile(self._previous)
 
 
+def _call(fn: Any, args: tuple, kwargs: dict) -> Any:
+    return fn(*args, **kwargs)
+
+
 # The learner's function is called from a frame outside the package, so that a package function handed over
 # as the answer itself (``f = group_advantages``, ``functools.partial(group_advantages, ...)``) is entered "from
-# outside" and recorded like any other package call.
-_OUTSIDE: dict[str, Any] = {"__name__": "<learner>"}
-exec("def call(fn, args, kwargs):\n    return fn(*args, **kwargs)\n", _OUTSIDE)  # a fixed trampoline, no learner input
+# outside" and recorded like any other package call: the same code, with globals that name no package module.
+_call_from_outside = types.FunctionType(_call.__code__, {"__name__": "<learner>", "__builtins__": __builtins__})
 
 
 def _copy(x: Any) -> Any:
@@ -309,7 +313,7 @@ def call_learner(fn: Any, args: tuple = (), kwargs: dict | None = None, *, allow
     args_c, kwargs_c = _copy(tuple(args)), _copy(dict(kwargs))
     with _PackageCalls(_ALLOWED.get()) as calls:
         try:
-            out = _OUTSIDE["call"](fn, args_c, kwargs_c)
+            out = _call_from_outside(fn, args_c, kwargs_c)
         except (NotAttempted, ExerciseError):
             raise
         except NotImplementedError:
