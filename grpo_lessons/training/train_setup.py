@@ -21,7 +21,7 @@ from .scoring import reward_names
 from .train_config import TrainConfig
 from grpo_lessons.core.variants import Variant
 
-__all__ = ["RunData", "load_data", "load_model", "check_prompt_lengths", "prepare_model", "make_optimizer",
+__all__ = ["RunData", "load_data", "load_model", "check_prompt_lengths", "prepare_model", "make_reference", "make_optimizer",
            "make_sampler", "make_compute_model", "low_precision_copy", "FP32Head", "LowPrecisionSync", "round_to_bf16",
            "set_attention", "reuse_freed_memory",
            "record_topk"]
@@ -106,18 +106,16 @@ def record_topk(cfg: TrainConfig, variant: Variant) -> int:
     return cfg.topk if topk_variant else 0
 
 
-def prepare_model(cfg: TrainConfig, model) -> tuple[Any, Any]:
-    """Make ``model`` trainable as configured; returns ``(policy, reference or None)``.
+def prepare_model(cfg: TrainConfig, model):
+    """Make ``model`` trainable as configured; returns the policy (in eval mode: dropout off).
 
-    LoRA (peft) wraps the model and its adapter-free base is the reference; ``trainable_layers`` freezes all
-    but the last N blocks (+ the final norm); otherwise every weight trains.  Whenever ``beta > 0`` and the
-    reference cannot be the adapter-free base (full or ``trainable_layers`` training), a frozen copy of the
-    initial weights is the reference.
+    LoRA (peft) wraps the model (its adapter-free base is then ``pi_ref``); ``trainable_layers`` freezes all but the
+    last N blocks (+ the final norm); otherwise every weight trains.  The frozen reference, when one is needed, is
+    :func:`make_reference`'s copy of the model the training forward runs on.
     """
     layers = _block_list(model) if cfg.trainable_layers is not None else None
     if layers is not None and cfg.trainable_layers > len(layers):
         raise ValueError(f"trainable_layers={cfg.trainable_layers} but the model has {len(layers)} blocks")
-    ref_model = None
     if cfg.lora:
         from peft import LoraConfig, get_peft_model
         present = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
@@ -141,11 +139,25 @@ def prepare_model(cfg: TrainConfig, model) -> tuple[Any, Any]:
         if norm is not None:
             for p in norm.parameters():
                 p.requires_grad_(True)
-    if cfg.beta > 0 and not cfg.lora:  # (LoRA: the adapter-free base is pi_ref, no copy needed)
-        ref_model = copy.deepcopy(model).eval()  # pi_ref: the initial weights, frozen
-        for p in ref_model.parameters():
-            p.requires_grad_(False)
-    return model.eval(), ref_model  # dropout off: the sampling policy is the scored policy
+    return model.eval()  # dropout off: the sampling policy is the scored policy
+
+
+def make_reference(cfg: TrainConfig, train_model):
+    """``pi_ref``: a frozen copy of ``train_model`` -- the model the training forward runs on (the fp32 policy, or
+    under ``precision="bf16-mixed"`` its bf16 compute copy, :func:`make_compute_model`) -- taken before the first
+    update; None when ``beta == 0`` or with LoRA (the adapter-free base is ``pi_ref``, no copy needed).
+
+    Copying the compute model itself, after its first sync, makes ``pi_ref`` the same function as ``pi_theta`` at
+    step 1 in every precision: the same weights, rounded the same way, run by the same kernels, so the KL is exactly
+    0 before the first update.  (An fp32 copy run under bf16 autocast is another function: autocast rounds each
+    matmul's weights to nearest bf16, the compute copy holds dithered ones, and the norms and embeddings differ too.)
+    """
+    if cfg.beta <= 0 or cfg.lora:
+        return None
+    ref = copy.deepcopy(train_model).eval()  # the initial weights, frozen
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
 
 
 def make_optimizer(cfg: TrainConfig, params: list) -> torch.optim.Optimizer:

