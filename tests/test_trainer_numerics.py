@@ -66,3 +66,49 @@ def test_smollm2_bf16_mixed_policy_is_its_reference_before_the_first_update(tmp_
                  train_rows=rows, reward_funcs=[digits])
     k3_max, kl = step1_kl(tr)
     assert k3_max < 1e-7 and abs(kl) < 1e-7, (k3_max, kl)
+
+
+# --------------------------------------------------------------------------------------------
+# bf16-mixed keeps fp32 master weights whatever dtype the model arrived in
+# --------------------------------------------------------------------------------------------
+
+def changed_share(before: list[torch.Tensor], after: list[torch.Tensor]) -> float:
+    """The share of weights whose value an update changed."""
+    n = sum(a.numel() for a in before)
+    return sum(int((a != b).sum()) for a, b in zip(before, after)) / n
+
+
+def test_bf16_loaded_model_trains_fp32_master_weights_under_bf16_mixed(tmp_path):
+    from grpo_lessons.training.models import tiny_qwen, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    shares, masters = {}, {}
+    for loaded in (torch.bfloat16, torch.float32):
+        # the same weights both ways: bf16's, held in bf16 or in fp32
+        model = tiny_qwen(tok, dtype=torch.bfloat16).to(loaded)
+        tr = Trainer(cfg(tmp_path, str(loaded), eval_size=0, precision="bf16-mixed", lr=3e-5, steps=1),
+                     model=model, tokenizer=tok, train_rows=ROWS, reward_funcs=[digits])
+        opt = [p for g in tr.optimizer.param_groups for p in g["params"]]
+        assert opt and all(p.dtype == torch.float32 for p in opt)  # AdamW steps fp32 master weights
+        assert all(p.dtype == torch.bfloat16 for p in tr.train_model.parameters())  # bf16 compute
+        before = [p.detach().clone() for p in tr.params]
+        tr.step()
+        shares[loaded] = changed_share(before, [p.detach() for p in tr.params])
+        masters[loaded] = torch.cat([p.detach().flatten() for p in tr.params])
+    assert shares[torch.bfloat16] > 0.5, shares  # a bf16 weight would round most lr = 3e-5 steps away
+    assert shares[torch.bfloat16] == shares[torch.float32], shares
+    assert torch.equal(masters[torch.bfloat16], masters[torch.float32])  # the same update, to the bit
+
+
+def test_on_cuda_the_defaults_are_fp32_weights_and_bf16_mixed_compute(monkeypatch):
+    from grpo_lessons.training.models import _resolve_dtype
+    from grpo_lessons.training.train_config import TrainConfig
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert _resolve_dtype(None, "cuda") == torch.float32  # the weights: fp32 masters
+    assert TrainConfig(device="cuda").resolve().precision == "bf16-mixed"  # the compute: bf16
+    assert TrainConfig(device="cpu").resolve().precision == "fp32"  # a CPU keeps fp32, what the parity tests check
+    assert TrainConfig(device="cuda", precision="fp32").resolve().precision == "fp32"  # an explicit choice stays
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert TrainConfig(device="cuda").resolve().precision == "fp32"
