@@ -112,3 +112,41 @@ def test_on_cuda_the_defaults_are_fp32_weights_and_bf16_mixed_compute(monkeypatc
     assert TrainConfig(device="cuda", precision="fp32").resolve().precision == "fp32"  # an explicit choice stays
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     assert TrainConfig(device="cuda").resolve().precision == "fp32"
+
+
+# --------------------------------------------------------------------------------------------
+# A batch with no unmasked token takes no optimiser step
+# --------------------------------------------------------------------------------------------
+
+def optimizer_state(tr: Trainer) -> list[tuple[str, torch.Tensor]]:
+    return [(k, v.detach().clone()) for s in tr.optimizer.state.values() for k, v in sorted(s.items())]
+
+
+def test_all_masked_batch_skips_the_optimiser_step(tmp_path):
+    tr = Trainer(cfg(tmp_path, eval_size=0, lr=1e-2, weight_decay=0.1, beta=0.1, steps=2), train_rows=ROWS,
+                 reward_funcs=[digits])
+    first = tr.update(tr.sample_batch())  # a normal step: AdamW now has moments and a step count
+    assert first["update_skipped"] == 0 and first["grad_norm"] > 0
+    b = tr.sample_batch()
+    b.loss_mask = torch.zeros_like(b.loss_mask)  # every completion masked (e.g. all truncated, overlong filtering)
+    weights = [p.detach().clone() for p in tr.params]
+    compute = [p.detach().clone() for p in tr.train_model.parameters()]
+    state = optimizer_state(tr)
+    m = tr.update(b)
+    assert m["update_skipped"] == 1 and m["groups_trained"] == 0
+    assert all(torch.equal(a, p) for a, p in zip(weights, tr.params))  # weight decay did not move them
+    assert all(torch.equal(a, p) for a, p in zip(compute, tr.train_model.parameters()))
+    after = optimizer_state(tr)
+    assert [k for k, _ in after] == [k for k, _ in state]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(state, after))  # moments and step count unchanged
+    assert all(p.grad is None for p in tr.params)
+
+
+def test_all_truncated_step_is_logged_as_skipped(tmp_path):
+    # a random tiny model never stops within 6 tokens: under overlong filtering every completion is masked
+    res = pytest.importorskip("test_trainer").run(
+        cfg(tmp_path, eval_size=0, lr=1e-2, weight_decay=0.1, mask_truncated_completions=True, steps=1))
+    row = res.history[-1]
+    assert row["truncated_frac"] == 1.0 and row["update_skipped"] == 1 and row["loss"] is None
+    with open(res.csv_path) as f:
+        assert "update_skipped" in f.readline().strip().split(",")

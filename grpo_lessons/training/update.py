@@ -25,9 +25,11 @@ from grpo_lessons.core.variants import Variant, get_variant
 __all__ = ["batch_loss", "autocast", "micro_batches", "correction_settings", "mismatch_stats", "LossTally",
            "EMPTY_UPDATE"]
 
-# What Trainer.update returns for a batch with no groups (dynamic sampling found no informative one).
+# What Trainer.update returns when it takes no optimiser step: a batch with no groups (dynamic sampling found no
+# informative one) or no unmasked token (e.g. every completion truncated under overlong filtering).
 EMPTY_UPDATE = {"loss": None, "policy_loss": None, "kl": None, "clip_frac": None, "clip_frac_low": None,
-                "clip_frac_high": None, "ratio_mean": None, "grad_norm": None, "groups_trained": 0}
+                "clip_frac_high": None, "ratio_mean": None, "grad_norm": None, "groups_trained": 0,
+                "update_skipped": 1}
 
 
 def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: torch.Tensor, *,
@@ -198,6 +200,6 @@ class LossTally:
             "clip_frac_low": acc["clip_low"] / mu if has_clip else None,
             "clip_frac_high": acc["clip_high"] / mu if has_clip else None,
             "ratio_mean": acc["ratio_mean"] / mu, "grad_norm": acc["grad_norm"] / mu,
-            "groups_trained": groups_trained,
+            "groups_trained": groups_trained, "update_skipped": 0,
             **({"entropy_bonus": entropy_coef * acc["entropy_term"] / mu} if entropy_coef else {}),
         }
