@@ -150,3 +150,74 @@ def test_all_truncated_step_is_logged_as_skipped(tmp_path):
     assert row["truncated_frac"] == 1.0 and row["update_skipped"] == 1 and row["loss"] is None
     with open(res.csv_path) as f:
         assert "update_skipped" in f.readline().strip().split(",")
+
+
+# --------------------------------------------------------------------------------------------
+# The sampler draws exactly the distribution it records
+# --------------------------------------------------------------------------------------------
+
+def fixed_uniforms(values: torch.Tensor):
+    """A stand-in for ``torch.rand(n, 1, ...)`` that returns ``values`` (n,) in the dtype asked for."""
+    def rand(*size, dtype=None, device=None, generator=None, **kw):
+        return values.to(dtype or torch.get_default_dtype()).reshape(*size)
+    return rand
+
+
+def test_inverse_cdf_draws_the_last_token_when_it_has_mass(monkeypatch):
+    from grpo_lessons.training.rollout import InverseCDFSampler
+
+    # p = (1 - 1e-9, 1e-9): a running sum in fp32 never leaves 1.0, so the last token had an empty interval
+    scores = torch.tensor([[0.0, -20.723]])  # (1, V)
+    assert 0 < float(torch.softmax(scores, -1)[0, 1]) < 1e-8
+    top = torch.tensor([1 - 2.0 ** -53], dtype=torch.float64)  # the largest uniform below 1 (fp32 rounds it to 1)
+    monkeypatch.setattr(torch, "rand", lambda *size, dtype=None, **kw: (
+        top if dtype == torch.float64 else torch.tensor([1 - 2.0 ** -24])).reshape(*size))
+    s = InverseCDFSampler(1.0)
+    assert int(s(None, scores.clone()).argmax(-1)) == 1  # the top of the uniform's range is the last token
+    # a uniform of 0 is the first token with mass; a token without mass is never drawn, even at the top of the range
+    monkeypatch.setattr(torch, "rand", fixed_uniforms(torch.tensor([0.0, 1 - 2.0 ** -53], dtype=torch.float64)))
+    s = InverseCDFSampler(1.0, top_k=1)
+    assert s(None, torch.tensor([[0.0, 5.0, 1.0]]).expand(2, -1).clone()).argmax(-1).tolist() == [1, 1]
+
+
+def test_inverse_cdf_intervals_are_those_of_the_recorded_distribution(monkeypatch):
+    """On a 49k vocabulary a uniform in the middle of token i's interval of the recorded distribution draws token i,
+    for small tokens (p 2e-8 to 2e-7) in the top half of the CDF, where fp32's spacing (6e-8) cannot place them."""
+    from grpo_lessons.training.rollout import InverseCDFSampler
+
+    g = torch.Generator().manual_seed(0)
+    V, T = 49152, 1.0
+    scores = (torch.randn(V, generator=g) * 3).expand(1, -1)  # (1, V)
+    rec = InverseCDFSampler(T, record_topk=V)  # records every token's log-prob: the recorded distribution
+    rec(None, scores.clone())
+    ids, lps = rec.topk()  # (1, 1, V) each
+    q = torch.zeros(V, dtype=torch.float64).scatter_(0, ids[0, 0], lps[0, 0].double().exp())  # (V,)
+    cdf = (q / q.sum()).cumsum(0)  # (V,) in fp64
+    small = torch.nonzero((q > 2e-8) & (q < 2e-7) & (cdf > 0.5)).flatten()
+    idx = small[torch.randperm(len(small), generator=g)[:64]]  # (64,)
+    assert len(idx) == 64 and int(idx.min()) > 0
+    u = (cdf[idx - 1] + cdf[idx]) / 2  # (64,) the middle of each interval [cdf_{i-1}, cdf_i)
+    monkeypatch.setattr(torch, "rand", fixed_uniforms(u))
+    s = InverseCDFSampler(T)
+    drawn = s(None, scores.expand(len(u), -1).clone()).argmax(-1)
+    assert torch.equal(drawn, idx), f"{int((drawn != idx).sum())} of {len(idx)} drawn elsewhere"
+
+
+def test_inverse_cdf_frequencies_pass_a_chi_square_test_against_the_recorded_probabilities():
+    from grpo_lessons.training.rollout import InverseCDFSampler
+
+    g = torch.Generator().manual_seed(3)
+    V, n = 12, 200_000
+    logits = torch.randn(V, generator=g) * 2
+    logits[-1] = logits.min() - 3  # the last token in CDF order is the rarest (p ~ 1e-3): it must still be drawn
+    torch.manual_seed(0)
+    s = InverseCDFSampler(0.8)
+    drawn = s(None, logits.expand(n, -1).clone()).argmax(-1)
+    p = s.logps()[:, 0].double().exp()  # the recorded probability of each drawn token
+    q = torch.zeros(V, dtype=torch.float64).scatter_(0, drawn, p)  # (V,) recorded p per token (of drawn ones)
+    assert bool((q > 0).all())  # every token was drawn, the rarest included
+    counts = torch.bincount(drawn, minlength=V).double()
+    expected = n * q / q.sum()
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    p_value = float(torch.special.gammaincc(torch.tensor((V - 1) / 2), torch.tensor(chi2 / 2)))
+    assert p_value > 1e-3, (chi2, p_value)
