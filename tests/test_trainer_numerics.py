@@ -221,3 +221,23 @@ def test_inverse_cdf_frequencies_pass_a_chi_square_test_against_the_recorded_pro
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     p_value = float(torch.special.gammaincc(torch.tensor((V - 1) / 2), torch.tensor(chi2 / 2)))
     assert p_value > 1e-3, (chi2, p_value)
+
+
+# --------------------------------------------------------------------------------------------
+# Dithered bf16 rounding keeps NaN a NaN
+# --------------------------------------------------------------------------------------------
+
+def test_round_to_bf16_keeps_nan_and_infinities():
+    from grpo_lessons.training.train_setup import round_to_bf16
+
+    # NaN bit patterns: quiet, the largest mantissa (+ and -), the smallest (one bit in the dropped half), signalling
+    nan_bits = torch.tensor([0x7FC00000, 0x7FFFFFFF, -1, 0x7F800001, 0x7F808000, -0x007FFFFF, 0x7FA00000],
+                            dtype=torch.int32)
+    src = torch.cat([nan_bits.view(torch.float32), torch.tensor([float("inf"), -float("inf"), 0.0, -1.5, 0.1])])
+    assert bool(src[:7].isnan().all())
+    for thr in (0, 1, 1 << 15, (1 << 16) - 1):
+        out = round_to_bf16(src.clone(), torch.full(src.shape, thr, dtype=torch.int32))
+        assert bool(out[:7].isnan().all()), (thr, out[:7])
+        assert out[7] == float("inf") and out[8] == -float("inf") and out[9] == 0.0 and out[10] == -1.5
+        assert torch.equal(out.to(torch.bfloat16).float()[7:], out[7:])  # bf16 holds every result exactly
+        assert bool(out.to(torch.bfloat16).isnan()[:7].all())

@@ -239,9 +239,15 @@ def round_to_bf16(src: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
     a value is rounded up (away from zero: the pattern is sign-magnitude) exactly when its dropped bits exceed
     ``2^16 - threshold``.  A uniform threshold rounds up with probability equal to the dropped fraction.  Infinities
     stay infinite; only values within a bf16 step of float32's maximum can round up to inf, as nearest rounding does.
+    A NaN stays NaN (bf16's quiet NaN): the bit arithmetic alone would carry a NaN's mantissa into its sign (-0) or
+    drop it (inf), hiding a diverged weight behind a finite number.
     """
     bits = src.contiguous().view(torch.int32) + threshold
-    return bits.bitwise_and_(-65536).view(torch.float32)
+    out = bits.bitwise_and_(-65536).view(torch.float32)
+    nan = src.isnan()
+    if bool(nan.any()):
+        out[nan] = float("nan")  # 0x7FC00000: a quiet NaN that bf16 holds exactly
+    return out
 
 
 class LowPrecisionSync:
