@@ -133,7 +133,7 @@ def test_all_masked_batch_skips_the_optimiser_step(tmp_path):
     compute = [p.detach().clone() for p in tr.train_model.parameters()]
     state = optimizer_state(tr)
     m = tr.update(b)
-    assert m["update_skipped"] == 1 and m["groups_trained"] == 0
+    assert m["update_skipped"] == 1 and m["groups_trained"] == 0 and m["loss"] == 0.0 and m["kl"] == 0.0
     assert all(torch.equal(a, p) for a, p in zip(weights, tr.params))  # weight decay did not move them
     assert all(torch.equal(a, p) for a, p in zip(compute, tr.train_model.parameters()))
     after = optimizer_state(tr)
@@ -147,7 +147,8 @@ def test_all_truncated_step_is_logged_as_skipped(tmp_path):
     res = pytest.importorskip("test_trainer").run(
         cfg(tmp_path, eval_size=0, lr=1e-2, weight_decay=0.1, mask_truncated_completions=True, steps=1))
     row = res.history[-1]
-    assert row["truncated_frac"] == 1.0 and row["update_skipped"] == 1 and row["loss"] is None
+    assert row["truncated_frac"] == 1.0 and row["update_skipped"] == 1
+    assert row["loss"] == 0.0 and row["grad_norm"] is None  # the loss of nothing is 0; no gradient was taken
     with open(res.csv_path) as f:
         assert "update_skipped" in f.readline().strip().split(",")
 

@@ -279,11 +279,14 @@ class Trainer(records.RunRecords):
     def update(self, batch: Batch) -> dict:
         """``mu`` AdamW steps on one batch; returns the loss diagnostics (means over the ``mu`` steps).
 
-        A batch with no groups or no unmasked token takes no step at all (``update_skipped = 1``): its loss is 0 by
-        definition, but AdamW would still move every weight (weight decay, and the moments of earlier steps)."""
+        A batch with no groups or no unmasked token takes no step at all (``update_skipped = 1``; weights, optimiser
+        state and step count untouched): the loss of a batch whose tokens are all masked is 0 by definition (logged
+        as such, with its KL term), but AdamW would still move every weight (weight decay, earlier steps' moments)."""
         cfg, v, N = self.cfg, self.variant, len(batch.rewards)
-        if N == 0 or not bool((batch.loss_mask > 0).any()):
-            return dict(EMPTY_UPDATE)  # weights, optimiser state and step count untouched
+        if N == 0:
+            return dict(EMPTY_UPDATE)
+        if not bool((batch.loss_mask > 0).any()):  # e.g. every completion truncated under overlong filtering
+            return {**EMPTY_UPDATE, "loss": 0.0, "policy_loss": 0.0, "kl": 0.0 if self.beta > 0 else None}
         token_mean = v.aggregation == "token_mean"
         # ScaleRL's prompt_mean: each row's weight 1 / (P n_g) from the whole batch, so micro-batches add up exactly
         pw = prompt_weights(batch.loss_mask, cfg.group_size) if v.aggregation == "prompt_mean" else None
