@@ -20,6 +20,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 else
 TORCH_INDEX ?=
 endif
+export TORCH_INDEX  # the packaging test installs torch into a clean venv from the same place
 # JupyterLab refuses to start as root (containers, CI) unless told to.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_ARGS ?=
