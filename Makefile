@@ -42,7 +42,7 @@ test: $(STAMP)
 # The course site in site/: every notebook executed and rendered with its outputs, the guides, the API reference
 # from the docstrings; warnings are errors.
 docs: $(STAMP)
-	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(BIN)/mkdocs build --strict --site-dir site
+	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 data: $(STAMP)
 	$(BIN)/python -m grpo_lessons.training.data --out data

@@ -222,6 +222,13 @@ def executed_notebooks(cache: Path | None = None, jobs: int | None = None) -> li
     return pages
 
 
+def on_config(config):
+    # mkdocs-jupyter logs two lines per notebook at INFO; its warnings and errors still show
+    for name in ("mkdocs.plugins.mkdocs_jupyter", "mkdocs.mkdocs-jupyter"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return config
+
+
 @event_priority(100)  # before mkdocs-jupyter wraps the notebooks as pages
 def on_files(files: Files, config) -> Files:
     # plain Files with a real source folder (not File.generated): mkdocs-jupyter's wrapper reads abs_src_path
