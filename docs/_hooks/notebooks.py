@@ -22,6 +22,7 @@ import concurrent.futures
 import copy
 import hashlib
 import html
+import importlib.metadata
 import json
 import logging
 import os
@@ -41,16 +42,23 @@ log = logging.getLogger("mkdocs.hooks.notebooks")
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
-# what a notebook can read besides itself: a change to any of these re-executes every notebook
-INPUTS = ("grpo_lessons", "benchmarks", "data", "configs", "pyproject.toml")
+# what a notebook can read besides itself: a change to any of these, or to the version of a package below,
+# re-executes every notebook
+INPUTS = ("grpo_lessons", "benchmarks", "data", "configs")
+PACKAGES = ("torch", "numpy", "transformers", "trl", "accelerate", "peft", "matplotlib", "ipywidgets", "ipykernel")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 RUNNER = Path(__file__).with_name("run_notebook.py")  # nbclient, with the kernel on unix sockets (see there)
 
 
 def _inputs_digest() -> str:
-    """sha256 over the path and bytes of every file a notebook may read."""
-    h = hashlib.sha256()
+    """sha256 over the path and bytes of every file a notebook may read, and the versions it runs on."""
+    h = hashlib.sha256(sys.version.encode())
+    for name in PACKAGES:
+        try:
+            h.update(f"{name}=={importlib.metadata.version(name)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            h.update(f"{name} missing".encode())
     paths = []
     for name in INPUTS:
         p = ROOT / name
