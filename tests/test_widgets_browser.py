@@ -1,5 +1,6 @@
 """Every notebook with a widget, opened in JupyterLab in a real (headless) Chromium: run all cells, move one
-control of every widget, and check that its output changed and that no cell shows an error.
+control of every widget, and check that its output changed and that no cell shows an error.  And one notebook page
+of the built course site, served from a loopback HTTP server: its figures load.
 
 Notebooks are found generically (any notebook whose code builds a widget: ``*_widget(``, ``ipywidgets``,
 ``interact(``), so notebooks added later are covered.  Needs Debian's ``chromium`` (/usr/bin/chromium, or
@@ -77,7 +78,8 @@ def lab(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser(lab):
+def browser():
+    pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -185,3 +187,53 @@ def _move_one_control(cell):
         select.first.select_option(next(o for o in opts if o != cur))
         return
     cell.locator(".widget-checkbox input").first.click()
+
+
+@pytest.fixture(scope="module")
+def site_server(tmp_path_factory):
+    """The course site of this test run (built once, shared with the site test), served on 127.0.0.1."""
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed (pip install -e '.[docs]')")
+    from tests.site_build import build_site
+
+    built = build_site(tmp_path_factory)
+    assert built["returncode"] == 0, "the site did not build:\n" + built["log"][-3000:]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                             "--directory", str(built["site"])], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(60):
+        try:
+            urllib.request.urlopen(url + "/", timeout=2)
+            break
+        except Exception:
+            time.sleep(0.25)
+    else:
+        proc.terminate()
+        pytest.fail("the site's http.server did not start")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+SITE_PAGE = "notebooks/03_clipped_surrogate_and_kl/"  # figures from plain cells and from a widget's snapshot
+
+
+def test_site_notebook_page_shows_its_figures(browser, site_server):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        response = page.goto(f"{site_server}/{SITE_PAGE}", wait_until="load")
+        assert response is not None and response.ok, f"{SITE_PAGE}: HTTP {response and response.status}"
+        page.wait_for_selector(".jp-OutputArea-output img", timeout=30_000)
+        images = page.evaluate("""() => [...document.querySelectorAll('.jp-OutputArea-output img')].map(
+            i => ({complete: i.complete, width: i.naturalWidth, height: i.naturalHeight}))""")
+        assert len(images) >= 3, f"{SITE_PAGE}: only {len(images)} figure(s)"
+        broken = [i for i, img in enumerate(images) if not (img["complete"] and img["width"] > 0 and img["height"] > 0)]
+        assert not broken, f"{SITE_PAGE}: figures {broken} of {len(images)} did not load"
+        caption = page.locator(".widget-snapshot").first
+        assert caption.count() and "starting settings" in caption.inner_text()
+        assert page.title().startswith("03")
+        print(f"{SITE_PAGE}: {len(images)} figures loaded")
+    finally:
+        page.close()
