@@ -443,12 +443,12 @@ def plot_cispo_vs_ppo(d: dict[str, Any]):
     for ax, key in zip(axes, ("pos", "neg")):
         s = d[key]
         ax.plot(r, s["ppo"].tolist(), color="0.4", lw=2, label=f"PPO/GRPO clip ε = {d['epsilon']:g}")
-        ax.plot(r, s["cispo"].tolist(), color="tab:blue", lw=2.5, label=f"CISPO sg(min(r, {d['cap']:g}))")
+        ax.plot(r, s["cispo"].tolist(), color="tab:blue", lw=2.5, label=f"CISPO sg[min(ρ, {d['cap']:g})]")
         ax.plot(r, s["cispo_trl_fallback"].tolist(), color="tab:red", lw=1.2, ls="--",
                 label="CISPO with TRL's fallback cap 0.2")
         ax.axvline(1.0, color="k", lw=0.4)
         ax.set_title(f"A {'>' if key == 'pos' else '<'} 0", fontsize=10)
-        ax.set_xlabel("ratio r")
+        ax.set_xlabel("ratio ρ")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     axes[0].set_ylabel(r"weight on $A\,\nabla\log\pi$")
