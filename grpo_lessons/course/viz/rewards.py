@@ -169,6 +169,12 @@ def gdpo_comparison(scale: float = 30.0, weight: float = 1.0, *, num_groups: int
     return out
 
 
+def _three_digits(x: float) -> str:
+    """A number as a slider reads it: three significant digits (63.1, not 63.0957), no exponent (1000, not 1e+03)."""
+    s = f"{x:.3g}"
+    return f"{x:.0f}" if "e" in s else s
+
+
 def plot_gdpo_comparison(d: dict[str, Any]):
     """Histograms of both methods' advantages, split into correct and wrong completions."""
     plt = _plt()
@@ -176,14 +182,14 @@ def plot_gdpo_comparison(d: dict[str, Any]):
     for ax, (name, a) in zip(axes, d["advantages"].items()):
         lo, hi = float(a.min()), float(a.max())
         bins = torch.linspace(lo - 1e-9, hi + 1e-9, 31).tolist()
-        ax.hist(a[d["correct"]].tolist(), bins=bins, alpha=0.6, color="#2ca02c", label="correct (r_0 = 1)")
-        ax.hist(a[~d["correct"]].tolist(), bins=bins, alpha=0.6, color="#d62728", label="wrong (r_0 = 0)")
+        ax.hist(a[d["correct"]].tolist(), bins=bins, alpha=0.6, color="#2ca02c", label="right answers")
+        ax.hist(a[~d["correct"]].tolist(), bins=bins, alpha=0.6, color="#d62728", label="wrong answers")
         s = d[name]
         ax.set_title(f"{name}: corr(A, correct) = {s['corr_correct']:.2f}", fontsize=10)
         ax.set_xlabel("advantage")
         ax.legend(fontsize=8)
     axes[0].set_ylabel("completions")
-    fig.suptitle(f"second reward spread {d['scale']:g}, weight {d['weight']:g}", fontsize=10)
+    fig.suptitle(f"second reward spread {_three_digits(d['scale'])}, weight {_three_digits(d['weight'])}", fontsize=10)
     fig.tight_layout()
     return fig
 
