@@ -170,9 +170,14 @@ def gdpo_comparison(scale: float = 30.0, weight: float = 1.0, *, num_groups: int
 
 
 def _three_digits(x: float) -> str:
-    """A number as a slider reads it: three significant digits (63.1, not 63.0957), no exponent (1000, not 1e+03)."""
-    s = f"{x:.3g}"
-    return f"{x:.0f}" if "e" in s else s
+    """A number as the log slider reads it (d3 format ``.3r``): three significant digits, no exponent.
+
+    63.0957 -> "63.1", 0.1 -> "0.100", 1000 -> "1000", so a title never disagrees with the slider's readout.
+    """
+    s = f"{x:#.3g}"
+    if "e" in s:
+        s = f"{x:.0f}"
+    return s.rstrip(".")
 
 
 def plot_gdpo_comparison(d: dict[str, Any]):
@@ -189,7 +194,7 @@ def plot_gdpo_comparison(d: dict[str, Any]):
         ax.set_xlabel("advantage")
         ax.legend(fontsize=8)
     axes[0].set_ylabel("completions")
-    fig.suptitle(f"second reward spread {_three_digits(d['scale'])}, weight {_three_digits(d['weight'])}", fontsize=10)
+    fig.suptitle(f"second reward spread {_three_digits(d['scale'])}, weight {d['weight']:.2f}", fontsize=10)  # as the sliders read
     fig.tight_layout()
     return fig
 
