@@ -94,9 +94,8 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    import matplotlib
+    import matplotlib.pyplot as plt
 
-    matplotlib.use("Agg")
     from grpo_lessons.training.models import resolve_model
     from grpo_lessons.course.viz import comparison as viz
 
@@ -140,6 +139,7 @@ def main(argv=None) -> int:
                  f"{args.prompts * args.group_size} completions/step, seed {args.seed} — {info['cpu']}", fontsize=8)
     fig.tight_layout()
     fig.savefig(out / f"{tag}.png", dpi=110)
+    plt.close(fig)
     info.update({"command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
                  "model": args.model, "toy_reward": args.toy_reward, "config": config, "variants": variants,
                  "model_load_s": round(load_s, 2), "wall_s_per_variant": {v: round(s, 2) for v, s in wall.items()},
@@ -160,4 +160,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import matplotlib
+
+    matplotlib.use("Agg")  # a script: draw to files only (never in importable code, which notebooks call)
     raise SystemExit(main())

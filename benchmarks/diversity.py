@@ -296,15 +296,17 @@ def _write_outputs(result: dict, out: Path) -> None:
         for r in result["table"]:
             w.writerow({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()})
     (out / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
-    import matplotlib
-    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     from grpo_lessons.course.viz import rewards as viz
 
     fig = viz.plot_diversity_table(result["table"], keys=("distinct_1", "distinct_2", "edit_diversity",
                                                           "answer_entropy", "pass@1", "pass@8"))
     fig.savefig(out / "diversity.png", dpi=110)
+    plt.close(fig)
     fig = viz.plot_best_of_n(result["best_of_n"], title=f"{result['model']}, arithmetic, best-of-N against N")
     fig.savefig(out / "best_of_n.png", dpi=110)
+    plt.close(fig)
     (out / "RESULT.md").write_text(markdown(result))
 
 
@@ -397,4 +399,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import matplotlib
+
+    matplotlib.use("Agg")  # a script: draw to files only (never in importable code, which notebooks call)
     raise SystemExit(main())

@@ -157,9 +157,7 @@ def write(out: Path, res: dict) -> None:
         w.writerows(res["steps"])
     s = res["summary"]
     (out / "result.json").write_text(json.dumps(s, indent=1) + "\n")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # never matplotlib.use() here: notebook 16 calls this, and its widgets need inline
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
     for m, color in (("grpo", "#1f77b4"), ("gopo", "#ff7f0e")):
@@ -176,6 +174,7 @@ def write(out: Path, res: dict) -> None:
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "curves.png", dpi=110)
+    plt.close(fig)  # written to a file, not shown in the caller's notebook
     c = s["config"]
     lines = ["# GOPO against GRPO on a noisy reward model (`benchmarks/gopo_vs_grpo.py`)", "",
              f"Model {s['model']}, arithmetic prompts, reward model `{s['reward_model']}`. {c['steps']} steps of "
@@ -226,4 +225,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import matplotlib
+
+    matplotlib.use("Agg")  # a script: draw to files only (never in importable code, which notebooks call)
     raise SystemExit(main())

@@ -44,9 +44,6 @@ RUNS = {"fp32_sampler": (None, None), "bf16_sampler_no_correction": ("bfloat16",
 
 def plot_runs(out: Path) -> None:
     """``runs.png``: reward per step and the mismatch k3 per step of each run, from ``summary.json``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     summary = json.loads((out / "summary.json").read_text())
@@ -66,6 +63,7 @@ def plot_runs(out: Path) -> None:
     a2.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "runs.png", dpi=110)
+    plt.close(fig)
 
 
 def main(argv=None) -> int:
@@ -123,4 +121,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import matplotlib
+
+    matplotlib.use("Agg")  # a script: draw to files only (never in importable code, which notebooks call)
     raise SystemExit(main())

@@ -194,8 +194,8 @@ def write(out: Path, gens: dict, res: dict) -> None:
         w.writerow(["method", *keys])
         for m, s in res["summary"].items():
             w.writerow([m, *[(round(s[k], 4) if isinstance(s.get(k), float) else s.get(k)) for k in keys]])
-    import matplotlib
-    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     from grpo_lessons.course.viz import rewards as viz
 
     plot = {m: {"parse_rate": s.get("parse_rate", 1.0 if m == "direct" else None),
@@ -205,6 +205,7 @@ def write(out: Path, gens: dict, res: dict) -> None:
     fig = viz.plot_verbalized(plot, keys=("parse_rate", "within distinct-1", "within edit div.", "returned distinct-1",
                                           "returned edit div."))
     fig.savefig(out / "verbalized.png", dpi=110)
+    plt.close(fig)
     c, m = res["config"], res["machine"]
     lines = ["# Verbalized Sampling against direct sampling (`benchmarks/verbalized.py`)", "",
              f"Model {res['model']} (CPU, full precision). {len(res['requests'])} short open-ended requests; direct: "
@@ -259,4 +260,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import matplotlib
+
+    matplotlib.use("Agg")  # a script: draw to files only (never in importable code, which notebooks call)
     raise SystemExit(main())

@@ -203,6 +203,6 @@ def test_scaling_widget_builds_on_given_data(tmp_path):
         for s, r in enumerate(sigmoid_curve(C, 0.6, 0.2, 500.0, 1.0), 1):
             w.writerow([s, float(r), 64, 8.0])
     wdg = vo.scaling_widget(vo.scaling_curve_data(path, R0=0.2))
-    assert {c.description for c in wdg.children if getattr(c, "description", "")} == {"asymptote A", "log10 C_mid",
-                                                                                       "steepness B"}
+    assert {c.description for c in wdg.children if getattr(c, "description", "")} == {"asymptote R∞", "log10 C_mid",
+                                                                                       "steepness ζ"}
     assert wdg.result["manual"][0] == pytest.approx(0.6, abs=0.01)

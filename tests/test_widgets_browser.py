@@ -1,6 +1,12 @@
 """Every notebook with a widget, opened in JupyterLab in a real (headless) Chromium: run all cells, move one
-control of every widget, and check that its output changed and that no cell shows an error.  And one notebook page
-of the built course site, served from a loopback HTTP server: its figures load.
+control of every widget, and check that its FIGURE was redrawn (the ``<img>`` in the widget's output has a new
+``src``) and that no cell shows an error.
+
+The figure itself is compared, not the whole output area: a widget whose readouts change while its figure is gone
+(a later cell switched matplotlib's backend to Agg, so ``plt.show()`` draws nowhere) must fail.  Every control is
+moved only after *Run All* has finished, so any cell further down the notebook has already run.
+
+And one notebook page of the built course site, served from a loopback HTTP server: its figures load.
 
 Notebooks are found generically (any notebook whose code builds a widget: ``*_widget(``, ``ipywidgets``,
 ``interact(``), so notebooks added later are covered.  Needs Debian's ``chromium`` (/usr/bin/chromium, or
@@ -117,6 +123,11 @@ def _errors(page) -> list[str]:
         return out; }""")
 
 
+def _figures(out) -> list[str]:
+    """The ``src`` of every image in one cell's output area (inline matplotlib figures are PNG data URLs)."""
+    return out.locator("img").evaluate_all("els => els.map(e => e.getAttribute('src') || '')")
+
+
 def _cut_labels(page) -> list[str]:
     """Descriptions of widget controls whose label box is narrower than its text (drawn as ``max_com…``)."""
     return page.evaluate("""() => [...document.querySelectorAll('.jp-OutputArea .widget-label')]
@@ -153,15 +164,19 @@ def test_widgets_respond_in_the_browser(browser, lab, nb_name):
             cell = cells.nth(i)
             cell.scroll_into_view_if_needed()
             out = cell.locator(".jp-Cell-outputArea").first
-            before = out.inner_html()
+            before = _figures(out)
+            assert before, f"{nb_name}: widget {i} shows no figure after Run All"
             _move_one_control(cell)
             page.wait_for_timeout(500)
             _wait_idle(page, 120)
+            after = before
             for _ in range(40):
-                if out.inner_html() != before:
+                after = _figures(out)
+                if after and after != before:
                     break
                 page.wait_for_timeout(250)
-            assert out.inner_html() != before, f"{nb_name}: widget {i} did not redraw after its control moved"
+            assert after, f"{nb_name}: widget {i} lost its figure after its control moved (nothing was drawn)"
+            assert after != before, f"{nb_name}: widget {i} did not redraw its figure after its control moved"
         MOVED[nb_name] = n
         assert not _errors(page), _errors(page)
         print(f"{nb_name}: moved a control of {n} widget(s); total so far {sum(MOVED.values())}")

@@ -364,11 +364,14 @@ def rank_advantages(
     from +2 (best) to -2 (worst), the reward magnitudes are discarded and no mean/std normalisation
     follows.  Any strictly increasing transform of the rewards gives the same advantages.
 
-    Ties: ``ties="average"`` (default) gives tied completions the mean of the ranks they span
-    (``rho = 1 + #better + (#tied - 1)/2``), so every group's advantages sum to 0 and an all-tied
-    group gets exactly 0 (no signal from nothing).  ``ties="first"`` is the authors' behaviour: every
-    completion gets a distinct rank, ties broken by position (earlier = better rank; the authors'
-    unstable double argsort breaks them arbitrarily), so an all-tied group still gets the full ±2 spread.
+    Ties: ``ties="average"`` (the default, and why: equal rewards should get equal advantages) gives tied
+    completions the mean of the ranks they span (``rho = 1 + #better + (#tied - 1)/2``), so every group's
+    advantages sum to 0 and an all-tied group gets exactly 0 (no signal from nothing).  ``ties="first"`` is
+    the authors' behaviour made deterministic: every completion gets a distinct rank, ties broken by position
+    (earlier = better rank; the authors' non-stable double argsort breaks them in whatever order the sort
+    produces), so an all-tied group still gets the full ±2 spread.  The authors' loss is the clipped
+    surrogate with a token mean over each micro-batch; the registry's ``gopo`` variant uses the batch token
+    mean (``aggregation="token_mean"``).
 
     ``allow_unscored=True``: NaN rows are left out of the ranking (``G`` becomes the number of scored
     completions) and get advantage 0; a group with fewer than 2 scored completions gets 0.

@@ -350,9 +350,12 @@ register(Variant(
     train_defaults={},
     trl={},  # not in TRL 1.16: GRPOLessonsTrainer replaces TRL's advantages by rank_advantages
     notebook="16_gopo.ipynb",
-    notes="A = 2 - 4 (rank - 1)/(G - 1), rank 1 = best, average ranks for ties (the authors break ties "
-          "arbitrarily: rank_advantages(ties='first')). Invariant to monotonic reward transforms. "
-          "Clipped loss with a token mean, as the authors' code.",
+    notes="A = 2 - 4 (rank - 1)/(G - 1), rank 1 = best; invariant to monotonic reward transforms. Ties: the "
+          "package's default is average ranks, so equal rewards get equal advantages and an all-tied group gets 0 "
+          "(no gradient from nothing); the authors' code breaks ties arbitrarily with a non-stable double argsort, "
+          "reproduced deterministically by rank_advantages(ties='first'). Loss: the clipped surrogate with a token "
+          "mean over the batch ('token_mean'); the authors' code takes the token mean of each micro-batch "
+          "(TRL's bnpo), not a per-sequence mean.",
 ))
 
 register(Variant(

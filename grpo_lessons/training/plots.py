@@ -83,11 +83,7 @@ def plot_training(history: Sequence[dict], path: str | os.PathLike | None = None
 
     Writes a PNG to ``path`` when given.  ``fig`` reuses an existing figure (the live plot).  Returns the figure.
     """
-    import matplotlib
-
-    if path is not None and fig is None and not _interactive_backend():
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the backend is the caller's: never switched here (a notebook's inline)
 
     c = curves(history)
     if fig is None:
@@ -137,12 +133,6 @@ def save_plot(history: Sequence[dict], path: str | os.PathLike, title: str | Non
     plot_training(history, fig=fig, title=title)
     fig.savefig(path, dpi=110)
     return str(path)
-
-
-def _interactive_backend() -> bool:
-    import matplotlib
-
-    return matplotlib.get_backend().lower() not in ("agg", "pdf", "svg", "ps", "cairo", "template")
 
 
 class LivePlot:

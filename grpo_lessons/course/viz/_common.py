@@ -77,7 +77,7 @@ def _log_slider(value, lo, hi, desc=""):
     import ipywidgets as widgets
 
     return widgets.FloatLogSlider(value=value, base=10, min=math.log10(lo), max=math.log10(hi), step=0.1,
-                                  description=desc, continuous_update=False, readout_format=".3g",
+                                  description=desc, continuous_update=False, readout_format=".3r",  # 63.1, 0.100, 1000
                                   style={"description_width": "initial"})
 
 

@@ -70,20 +70,20 @@ def plot_clip_region(epsilon: float = 0.2, epsilon_high: float | None = None, ad
         for row, key in enumerate(("objective", "gradient")):
             ax = axes[row, col]
             ax.plot(r, d[key].tolist(), color="C0" if sign > 0 else "C3", lw=2,
-                    label="clipped objective min(r·A, clip(r)·A)" if key == "objective" else "its gradient")
+                    label="clipped objective min(ρ·A, clip(ρ)·A)" if key == "objective" else "its gradient")
             ax.plot(r, (d["ratio"] * d["adv"]).tolist() if key == "objective" else [d["adv"]] * len(r),
-                    color="0.5", ls=":", lw=1, label="unclipped r·A" if key == "objective" else "REINFORCE: A")
+                    color="0.5", ls=":", lw=1, label="unclipped ρ·A" if key == "objective" else "REINFORCE: A")
             zero = d["zero_grad"]
             ax.fill_between(r, 0, 1, where=zero.tolist(), color="0.85", transform=ax.get_xaxis_transform(),
                             label="zero gradient")
             ax.axvline(d["lower"], color="k", ls="--", lw=0.7, label="clip bounds 1-ε, 1+ε_high")
             ax.axvline(d["upper"], color="k", ls="--", lw=0.7)
             ax.axvline(1.0, color="k", lw=0.4)
-            ax.set_ylabel(key if key == "objective" else "d objective / d r")
+            ax.set_ylabel(key if key == "objective" else "d objective / d ρ")
             if row == 0:
                 ax.set_title(f"A = {d['adv']:+g}: clip to [{d['lower']:.2f}, {d['upper']:.2f}]", fontsize=10)
             else:
-                ax.set_xlabel("ratio r = pi_theta / pi_old")
+                ax.set_xlabel("ratio ρ = π_θ / π_old")
             ax.legend(fontsize=7, loc=("upper left" if sign > 0 else "upper right") if row == 0 else "center left",
                       framealpha=0.9)
     fig.tight_layout()
@@ -176,7 +176,7 @@ def plot_kl_estimators(d: dict[str, Any], sweep: dict[str, Any] | None = None):
               title_fontsize=8)
     axh.hist(log_rho.tolist(), bins=40, color="0.6", density=True)
     axh.set_ylabel("density", fontsize=8)
-    axh.set_xlabel("log rho = log pi_ref(x) - log pi_theta(x);  bottom: its distribution under pi_theta")
+    axh.set_xlabel("log κ = log π_ref(o) - log π_θ(o);  bottom: its distribution under π_θ")
     axh.tick_params(labelsize=7)
     if sweep is not None:
         ax = fig.add_subplot(grid[:, 1])
@@ -253,10 +253,10 @@ def plot_clip_higher(d: dict[str, Any]):
         if d["extra_room"] is not None:
             ax.axvspan(*d["extra_room"], color="C0", alpha=0.12, label="gradient kept by clip-higher")
         ax.axvline(1.0, color="k", lw=0.4)
-        ax.set_xlabel("ratio r")
+        ax.set_xlabel("ratio ρ")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"objective, A = {d['adv']:+g}")
-    axes[1].set_ylabel("d objective / d r")
+    axes[1].set_ylabel("d objective / d ρ")
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -466,9 +466,9 @@ def plot_sapo(d: dict[str, Any]):
             ax.grid(alpha=0.3)
         axes[0, col].set_title(f"A = {s['adv']:+g}", fontsize=10)
         axes[0, col].legend(fontsize=7)  # each column its own SAPO curve: every curve is in a legend
-        axes[1, col].set_xlabel("ratio r")
+        axes[1, col].set_xlabel("ratio ρ")
     axes[0, 0].set_ylabel("objective")
-    axes[1, 0].set_ylabel("d objective / d r")
+    axes[1, 0].set_ylabel("d objective / d ρ")
     fig.tight_layout()
     return fig
 

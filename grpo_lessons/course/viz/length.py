@@ -306,7 +306,7 @@ def plot_overlong_penalty(d: dict[str, Any]):
     ax.axvline(d["max_len"] - d["cache_len"], color="C0", ls=":", lw=1)
     ax.axvline(d["max_len"], color="k", ls=":", lw=1)
     ax.axvspan(d["max_len"] - d["cache_len"], d["max_len"], color="C0", alpha=0.08, label="the buffer L_cache")
-    ax.set_xlabel("completion length |y| (tokens)")
+    ax.set_xlabel("completion length |o| (tokens)")
     ax.set_ylabel("length reward")
     ax.set_title(f"L_max = {d['max_len']}, L_cache = {d['cache_len']}", fontsize=10)
     ax.legend(fontsize=8, loc="lower left")

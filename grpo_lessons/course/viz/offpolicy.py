@@ -201,30 +201,33 @@ def mismatch_simulator(mismatch: float = 0.1, length: int = 32, mode: str = "tok
 def plot_mismatch_simulator(d: dict[str, Any]):
     """Left: the chosen mode's weights; right: bias and std of every option, relative to |grad J|."""
     plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
     w = d["weights"].clamp(min=1e-6)
     a1.hist(torch.log10(w).numpy(), bins=60, color="tab:purple")
     a1.axvline(math.log10(d["cap"]), color="k", ls="--", lw=1, label=f"cap {d['cap']:g}")
     a1.axvline(0.0, color="grey", lw=1, label="weight 1")
     share = d["options"][d["mode"]]["share"]
     a1.set_title(f"{d['mode']}: weights (log10), {100 * share:.1f}% corrected")
-    a1.set_xlabel(r"$\log_{10} w$  (weights of 0 shown at -6)")
+    a1.set_xlabel(r"$\log_{10} \omega$  (weights of 0 shown at -6)")
+    a1.set_ylabel("completions" if d["mode"].startswith("sequence") else "tokens")
     a1.legend(fontsize=8)
     names = list(d["options"])
     x = torch.arange(len(names)).float()
     bias = [d["options"][n]["bias"] for n in names]
     std = [d["options"][n]["std"] / 4 for n in names]  # a batch of 16 completions
-    a2.bar(x - 0.2, bias, 0.4, label="bias |E g - grad J| / |grad J|", color="tab:red")
-    a2.bar(x + 0.2, std, 0.4, label="std of a 16-completion batch / |grad J|", color="tab:blue")
+    a2.bar(x - 0.2, bias, 0.4, label="bias |E g - grad J|", color="tab:red")
+    a2.bar(x + 0.2, std, 0.4, label="std of a 16-completion batch", color="tab:blue")
     a2.set_xticks(x.tolist())
     a2.set_xticklabels([n.replace("_", "\n") for n in names], fontsize=8)
     for i, n in enumerate(names):
         if n == d["mode"]:
             a2.get_xticklabels()[i].set_fontweight("bold")
     a2.set_yscale("log")
+    a2.set_ylabel("relative to |grad J|")
     a2.set_title(f"mismatch {d['mismatch']:g}, length {d['length']} (seq log-ratio std "
                  f"{d['sequence_log_ratio_std']:.2f})", fontsize=9)
-    a2.legend(fontsize=8)
+    # below the axis, not over the bars
+    a2.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -373,20 +376,26 @@ def trust_region_grid(delta_tv: float = 0.15, delta_kl: float = 0.05, epsilon: f
 
 def plot_trust_region(d: dict[str, Any], points: dict[str, Any] | None = None):
     """Three panels: the region kept by the ratio clip, binary-TV and binary-KL; optional points
-    ``{"mu": [...], "p": [...], "adv": [...]}`` (the worked case) drawn on each."""
+    ``{"mu": [...], "pi": [...], "adv": [...]}`` (the worked case; ``"p"`` is accepted for ``"pi"``) drawn on each.
+
+    Kept cells are drawn green, masked cells white (a two-colour map, so the caption is literally true)."""
+    from matplotlib.colors import ListedColormap
+
     plt = _plt()
+    two_colours = ListedColormap(["white", "#74c476"])
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.9), sharey=True)
     g = d["grid"]
     ext = [float(g[0]), float(g[-1]), float(g[0]), float(g[-1])]
     titles = {"ratio": f"ratio clip, ε = {d['epsilon']:g}", "binary_tv": f"binary TV, δ = {d['delta_tv']:g}",
               "binary_kl": f"binary KL, δ = {d['delta_kl']:g}"}
     for ax, (name, k) in zip(axes, d["keep"].items()):
-        ax.imshow(k.double().numpy(), origin="lower", extent=ext, cmap="Greens", vmin=-0.3, vmax=1.3, aspect="auto")
+        ax.imshow(k.double().numpy(), origin="lower", extent=ext, cmap=two_colours, vmin=0.0, vmax=1.0, aspect="auto")
         ax.plot([0, 1], [0, 1], color="k", lw=0.6, ls=":")
         ax.set_title(titles[name] + f"  (A {'>' if d['sign'] > 0 else '<'} 0)", fontsize=9)
         ax.set_xlabel(r"sampler's probability $\mu$")
         if points is not None:
-            mu, p, a = (torch.as_tensor(points[x], dtype=torch.float64) for x in ("mu", "p", "adv"))
+            pi_key = "pi" if "pi" in points else "p"
+            mu, p, a = (torch.as_tensor(points[x], dtype=torch.float64) for x in ("mu", pi_key, "adv"))
             same = (a > 0) if d["sign"] > 0 else (a <= 0)
             ax.scatter(mu[same].numpy(), p[same].numpy(), color="tab:red", s=25, zorder=3, label="worked case")
             ax.legend(fontsize=7, loc="upper left")
@@ -443,12 +452,12 @@ def plot_cispo_vs_ppo(d: dict[str, Any]):
     for ax, key in zip(axes, ("pos", "neg")):
         s = d[key]
         ax.plot(r, s["ppo"].tolist(), color="0.4", lw=2, label=f"PPO/GRPO clip ε = {d['epsilon']:g}")
-        ax.plot(r, s["cispo"].tolist(), color="tab:blue", lw=2.5, label=f"CISPO sg(min(r, {d['cap']:g}))")
+        ax.plot(r, s["cispo"].tolist(), color="tab:blue", lw=2.5, label=f"CISPO sg[min(ρ, {d['cap']:g})]")
         ax.plot(r, s["cispo_trl_fallback"].tolist(), color="tab:red", lw=1.2, ls="--",
                 label="CISPO with TRL's fallback cap 0.2")
         ax.axvline(1.0, color="k", lw=0.4)
         ax.set_title(f"A {'>' if key == 'pos' else '<'} 0", fontsize=10)
-        ax.set_xlabel("ratio r")
+        ax.set_xlabel("ratio ρ")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     axes[0].set_ylabel(r"weight on $A\,\nabla\log\pi$")
@@ -515,7 +524,7 @@ def plot_scaling_fit(d: dict[str, Any], manual: tuple[float, float, float] | Non
         ax.plot([max(c, float(C[0])) for c in d["eval_C"]], d["eval_R"], "s", color="tab:green", ms=6,
                 label="held-out greedy accuracy (not fitted)")
     ax.plot(xs, fit(xs), color="k", lw=2,
-            label=f"fit: A = {fit.A:.3f}, C_mid = {fit.C_mid:.0f}, B = {fit.B:.2f} "
+            label=f"fit: R∞ = {fit.A:.3f}, C_mid = {fit.C_mid:.0f}, ζ = {fit.B:.2f} "
                   f"(R0 = {fit.R0:.3f}, rmse {fit.rmse:.3f})")
     ax.axhline(fit.A, color="k", lw=0.6, ls=":")
     if manual is not None:
@@ -523,11 +532,11 @@ def plot_scaling_fit(d: dict[str, Any], manual: tuple[float, float, float] | Non
         y = sigmoid_curve(xs, A, fit.R0, cm, B)
         rmse = float(((torch.as_tensor(sigmoid_curve(C.numpy(), A, fit.R0, cm, B)) - R) ** 2).mean().sqrt())
         ax.plot(xs, y, color="tab:red", lw=1.5, ls="--",
-                label=f"yours: A = {A:.2f}, C_mid = {cm:.0f}, B = {B:.2f} (rmse {rmse:.3f})")
+                label=f"yours: R∞ = {A:.2f}, C_mid = {cm:.0f}, ζ = {B:.2f} (rmse {rmse:.3f})")
     ax.axvline(float(C[-1]), color="grey", lw=0.6)
     ax.set_xscale("log")
     unit = "completions" if d["compute"] == "completions" else "completion tokens"
-    ax.set_xlabel(f"compute C = cumulative {unit} sampled")
+    ax.set_xlabel(r"compute $\mathcal{C}$ = cumulative " + f"{unit} sampled")
     ax.set_ylabel("reward")
     ax.set_ylim(-0.05, 1.05)
     ax.legend(fontsize=7, loc="lower right")
@@ -536,7 +545,8 @@ def plot_scaling_fit(d: dict[str, Any], manual: tuple[float, float, float] | Non
 
 
 def scaling_widget(d: dict[str, Any] | None = None):
-    """Sliders ``A``, ``log10 C_mid`` and ``B`` of a hand-set sigmoid beside the least-squares fit."""
+    """Sliders for the asymptote (``A``, the course's R_inf), ``log10 C_mid`` and the steepness (``B``, the course's
+    zeta) of a hand-set sigmoid beside the least-squares fit."""
     d = d if d is not None else scaling_curve_data()
     fit = d["fit"]
 
@@ -544,9 +554,9 @@ def scaling_widget(d: dict[str, Any] | None = None):
         return {**d, "manual": (A, 10 ** log10_C_mid, B)}
 
     return _interactive(lambda x: plot_scaling_fit(x, x["manual"]), compute,
-                        A=_float_slider(round(fit.A, 2), 0.3, 1.0, 0.01, "asymptote A"),
+                        A=_float_slider(round(fit.A, 2), 0.3, 1.0, 0.01, "asymptote R∞"),
                         log10_C_mid=_float_slider(round(math.log10(fit.C_mid), 1), 1.0, 5.0, 0.05, "log10 C_mid"),
-                        B=_float_slider(round(fit.B, 1), 0.1, 5.0, 0.05, "steepness B"))
+                        B=_float_slider(round(fit.B, 1), 0.1, 5.0, 0.05, "steepness ζ"))
 
 
 def load_topk_result(path: str | Path | None = None) -> dict[str, torch.Tensor]:

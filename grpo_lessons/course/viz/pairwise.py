@@ -74,7 +74,7 @@ def plot_pair_gradient_weights(d: dict[str, Any]):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.4))
     x = d["delta"].tolist()
-    ax.plot(x, d["two_grpo"].tolist(), color="C0", lw=2.5, label="2-GRPO (clipped, constant c)")
+    ax.plot(x, d["two_grpo"].tolist(), color="C0", lw=2.5, label="2-GRPO (clipped, constant a)")
     ax.plot(x, d["chapter"].tolist(), color="C3", lw=1.5, ls="--",
             label=f"chapter: -log σ(β·margin), β = {d['beta']:.3g}")
     ax.axvline(math.log(1 + d["epsilon"]), color="k", ls=":", lw=0.8)

@@ -169,6 +169,17 @@ def gdpo_comparison(scale: float = 30.0, weight: float = 1.0, *, num_groups: int
     return out
 
 
+def _three_digits(x: float) -> str:
+    """A number as the log slider reads it (d3 format ``.3r``): three significant digits, no exponent.
+
+    63.0957 -> "63.1", 0.1 -> "0.100", 1000 -> "1000", so a title never disagrees with the slider's readout.
+    """
+    s = f"{x:#.3g}"
+    if "e" in s:
+        s = f"{x:.0f}"
+    return s.rstrip(".")
+
+
 def plot_gdpo_comparison(d: dict[str, Any]):
     """Histograms of both methods' advantages, split into correct and wrong completions."""
     plt = _plt()
@@ -176,14 +187,14 @@ def plot_gdpo_comparison(d: dict[str, Any]):
     for ax, (name, a) in zip(axes, d["advantages"].items()):
         lo, hi = float(a.min()), float(a.max())
         bins = torch.linspace(lo - 1e-9, hi + 1e-9, 31).tolist()
-        ax.hist(a[d["correct"]].tolist(), bins=bins, alpha=0.6, color="#2ca02c", label="correct (r_0 = 1)")
-        ax.hist(a[~d["correct"]].tolist(), bins=bins, alpha=0.6, color="#d62728", label="wrong (r_0 = 0)")
+        ax.hist(a[d["correct"]].tolist(), bins=bins, alpha=0.6, color="#2ca02c", label="right answers")
+        ax.hist(a[~d["correct"]].tolist(), bins=bins, alpha=0.6, color="#d62728", label="wrong answers")
         s = d[name]
         ax.set_title(f"{name}: corr(A, correct) = {s['corr_correct']:.2f}", fontsize=10)
         ax.set_xlabel("advantage")
         ax.legend(fontsize=8)
     axes[0].set_ylabel("completions")
-    fig.suptitle(f"second reward spread {d['scale']:g}, weight {d['weight']:g}", fontsize=10)
+    fig.suptitle(f"second reward spread {_three_digits(d['scale'])}, weight {d['weight']:.2f}", fontsize=10)  # as the sliders read
     fig.tight_layout()
     return fig
 
