@@ -98,8 +98,9 @@ class TrainConfig:
     sampler_fp32_head: bool = False  # the low-precision sampler computes its logits with an fp32 LM head
     #   (train_setup.FP32Head; MiniMax-M1's fix for the sampler/trainer gap)
     attn_implementation: str | None = "auto"  # "auto": "gqa" on a CPU (plain-matmul grouped-query attention,
-    #   grpo_lessons.training.attention; faster than "sdpa" for short sequences), else the model's own; None: leave the
-    #   model as loaded; or any transformers name ("eager", "sdpa", ...)
+    #   grpo_lessons.training.attention; faster than "sdpa" for short sequences) for the families it is exact for
+    #   (Llama/SmolLM2, Mistral, Qwen2, Qwen3: attention.gqa_is_exact), else the model's own; None: leave the model as
+    #   loaded; or "gqa" or any transformers name ("eager", "sdpa", ...)
     reuse_freed_memory: bool = True  # Linux: glibc keeps freed memory for reuse instead of unmapping every big
     #   tensor (train_setup.reuse_freed_memory; ~30 % off a CPU step), process-wide
     optimizer: str = "adamw-fused"  # "adamw-fused" (one kernel; 6x faster than "adamw" on this CPU), "adamw-foreach", "adamw"

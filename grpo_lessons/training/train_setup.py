@@ -335,7 +335,8 @@ def make_sampler(cfg: TrainConfig, model, compute=None) -> tuple[Any, list[tuple
 
 
 def set_attention(cfg: TrainConfig, model) -> None:
-    """Apply ``cfg.attn_implementation`` to ``model``: ``"auto"`` is ``"gqa"`` on a CPU and the model's own elsewhere;
+    """Apply ``cfg.attn_implementation`` to ``model``: ``"auto"`` is ``"gqa"`` on a CPU for the families it is exact for
+    (:func:`grpo_lessons.training.attention.gqa_is_exact`: Llama, Mistral, Qwen2, Qwen3) and the model's own elsewhere;
     ``"gqa"`` is :func:`grpo_lessons.training.attention.gqa_eager_attention` (plain matmuls, no key/value copies); any other
     name goes to transformers (``"eager"``, ``"sdpa"``, ...); None leaves the model as loaded.
 
@@ -346,7 +347,8 @@ def set_attention(cfg: TrainConfig, model) -> None:
     """
     impl = cfg.attn_implementation
     if impl == "auto":
-        impl = "gqa" if torch.device(cfg.device).type == "cpu" else None
+        from .attention import gqa_is_exact
+        impl = "gqa" if torch.device(cfg.device).type == "cpu" and gqa_is_exact(model) else None
     if impl is not None:
         from .attention import apply_attention
         apply_attention(model, impl)
