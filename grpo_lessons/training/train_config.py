@@ -232,6 +232,11 @@ class TrainConfig:
             raise ValueError(f"rollout_clip_max must be > 0, got {self.rollout_clip_max!r}")
         if self.rollout_clip_min is not None and not 0 <= self.rollout_clip_min < (self.rollout_clip_max or math.inf):
             raise ValueError(f"rollout_clip_min must be in [0, rollout_clip_max), got {self.rollout_clip_min!r}")
+        if self.rollout_correction is not None and "anchor_logp" in v.objective_piece.inputs:
+            raise ValueError(
+                f"variant {v.name!r} ({v.objective} objective) already weights each token by min(pi_theta / mu, C) "
+                f"with mu the sampler: rollout_correction={self.rollout_correction!r} would weight the sampler "
+                "mismatch a second time; leave it unset (off_policy_mask_threshold still applies)")
         if self.off_policy_mask_threshold is not None and not self.off_policy_mask_threshold > 0:
             raise ValueError(f"off_policy_mask_threshold must be > 0, got {self.off_policy_mask_threshold!r}")
         if not self.out:
