@@ -101,8 +101,10 @@ class TrainConfig:
     #   grpo_lessons.training.attention; faster than "sdpa" for short sequences) for the families it is exact for
     #   (Llama/SmolLM2, Mistral, Qwen2, Qwen3: attention.gqa_is_exact), else the model's own; None: leave the model as
     #   loaded; or "gqa" or any transformers name ("eager", "sdpa", ...)
-    reuse_freed_memory: bool = True  # Linux: glibc keeps freed memory for reuse instead of unmapping every big
-    #   tensor (train_setup.reuse_freed_memory; ~30 % off a CPU step), process-wide
+    reuse_freed_memory: bool = False  # Linux, on a CPU: glibc keeps freed memory for reuse instead of unmapping every
+    #   big tensor (train_setup.reuse_freed_memory; ~30 % off a CPU step).  Off by default: it changes the allocator of
+    #   the whole process for good (a notebook kernel then keeps what it freed).  `grpo-lessons train` and the
+    #   benchmark scripts, processes that only train, turn it on
     optimizer: str = "adamw-fused"  # "adamw-fused" (one kernel; 6x faster than "adamw" on this CPU), "adamw-foreach", "adamw"
     # ----- the sampler/trainer mismatch (notebook 11): passed to policy_loss only when set
     rollout_correction: str | None = None  # token_truncate (TIS), token_mask (MIS), sequence_*: see correction.py
