@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = TrainConfig(model=model, steps=args.steps, beta=0.0, eval_size=0, out=tmp, precision="fp32",
                           prompts_per_step=2 if args.quick else 8, group_size=4 if args.quick else 8,
-                          max_new_tokens=6 if args.quick else 12, lr=3e-5, seed=0)
+                          max_new_tokens=6 if args.quick else 12, lr=3e-5, seed=0, reuse_freed_memory=True)
         tr = Trainer(cfg)
         tr._start()
         copies = {r: low_precision_copy(tr.model, torch.bfloat16, trainable=False) for r in ROUNDINGS}

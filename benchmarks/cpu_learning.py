@@ -158,6 +158,7 @@ def main(argv=None) -> int:
         copy_rounding=args.copy_rounding,
         rollout_correction=args.rollout_correction, rollout_clip_max=args.rollout_clip_max,
         mask_truncated_completions=args.mask_truncated or None, dynamic_sampling=args.dynamic_sampling or None,
+        reuse_freed_memory=True,  # a process that only trains: glibc may keep what it frees
     )
     info = machine()
     t0 = time.perf_counter()

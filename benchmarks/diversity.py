@@ -145,7 +145,7 @@ def sample_phase(args, out: Path) -> dict:
         cfg = TrainConfig(model=model_name, task="arithmetic", variant="grpo", steps=args.steps,
                           prompts_per_step=args.prompts_per_step, group_size=args.group_size, lr=args.lr,
                           max_new_tokens=mnt, temperature=args.temperature, eval_size=0, seed=args.seed,
-                          out=str(run_dir), **m["cfg"])
+                          out=str(run_dir), reuse_freed_memory=True, **m["cfg"])
         try:
             res = train(cfg, progress=False, model=copy.deepcopy(base), tokenizer=tok,
                         reward_funcs=[arithmetic_reward],

@@ -106,7 +106,7 @@ def run(args) -> dict:
         cfg = TrainConfig(model=model_name, task="arithmetic", variant="grpo", steps=args.steps,
                           prompts_per_step=args.prompts_per_step, group_size=args.group_size, lr=args.lr, beta=0.0,
                           max_new_tokens=args.max_new_tokens, temperature=args.temperature, eval_size=args.eval_size,
-                          eval_every=0, seed=args.seed, out=str(run_dir))
+                          eval_every=0, seed=args.seed, out=str(run_dir), reuse_freed_memory=True)
         rm = make_reward_model(args.noise, args.strength, args.seed)
         trainer = cls(cfg, model=copy.deepcopy(base), tokenizer=tok, train_rows=train_rows, eval_rows=eval_rows,
                       reward_funcs=[rm, arithmetic_reward, true_score], reward_weights=[1.0, 0.0, 0.0],

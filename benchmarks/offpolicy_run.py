@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         t0 = time.time()
         cfg = TrainConfig(model="smollm2", task="arithmetic", variant="grpo", beta=0.0, steps=a.steps, seed=a.seed,
                           eval_size=a.eval_size, eval_every=0, sampler_dtype=sampler_dtype,
-                          rollout_correction=correction, out=str(out / name))
+                          rollout_correction=correction, out=str(out / name), reuse_freed_memory=True)
         res = train(cfg, progress=False)
         minutes = (time.time() - t0) / 60
         steps = [h for h in res.history if h.get("reward_mean") is not None]

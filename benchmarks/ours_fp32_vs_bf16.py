@@ -41,7 +41,8 @@ def main(argv=None) -> int:
 
     def make(name, **kw):
         c = TrainConfig(model="smollm2", steps=10_000, prompts_per_step=8, group_size=8, lr=3e-5, beta=0.0,
-                        max_new_tokens=12, temperature=0.7, eval_size=0, out=f"{tmp}/{name}", seed=0, **kw)
+                        max_new_tokens=12, temperature=0.7, eval_size=0, out=f"{tmp}/{name}", seed=0,
+                        reuse_freed_memory=True, **kw)
         return Trainer(c, train_rows=rows, reward_funcs=[arithmetic_reward])
 
     runs = {"fp32+adamw": make("a", optimizer="adamw"),

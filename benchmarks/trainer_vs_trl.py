@@ -88,7 +88,7 @@ def our_trainer(s: dict, precision: str, rows: list[dict], out: str, **overrides
                       group_size=s["G"], lr=3e-5, beta=0.0, mu=1, max_new_tokens=s["max_new_tokens"], temperature=0.7,
                       eval_size=0, micro_batch_size=s["micro"], seed=0, out=out,
                       precision="bf16-mixed" if bf16 else "fp32", sampler_dtype="bfloat16" if bf16 else None,
-                      **overrides)
+                      **{"reuse_freed_memory": True, **overrides})
     return Trainer(cfg, train_rows=rows, reward_funcs=[arithmetic_reward])
 
 

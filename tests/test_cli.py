@@ -85,7 +85,7 @@ def test_speed_flags_reach_the_config():
     d = config_from_args(build_parser().parse_args(["train"]))
     assert (d.precision, d.sampler_dtype, d.prompts_per_step) == ("auto", None, None)
     assert d.resolve().precision == "fp32"  # on a CPU
-    assert (d.sampler_fp32_head, d.attn_implementation, d.reuse_freed_memory) == (False, "auto", True)
+    assert (d.sampler_fp32_head, d.attn_implementation, d.reuse_freed_memory) == (False, "auto", True)  # the CLI turns it on
     assert d.copy_rounding == "dither"
     assert config_from_args(build_parser().parse_args(["train", "--copy-rounding", "nearest"])).copy_rounding == "nearest"
     e = config_from_args(build_parser().parse_args(["train", "--sampler-dtype", "bfloat16", "--sampler-fp32-head",

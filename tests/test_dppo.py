@@ -240,3 +240,38 @@ def test_a_token_is_masked_only_when_it_moved_beyond_delta_in_its_advantages_dir
         assert same_direction and moved > delta - 1e-12
     elif same_direction and moved > delta + 1e-9:
         pytest.fail(f"token moved {moved} > {delta} towards its advantage but was kept")
+
+
+def test_dppo_weights_the_sampler_mismatch_once_and_refuses_a_second_correction(tmp_path):
+    """-A sg(min(p / mu, C)) M log p with mu the sampler, by hand on three one-token rows (pi_old != mu).
+
+    p = (0.5, 0.25, 0.5), pi_old = (0.54, 0.2, 0.55), mu = (0.4, 0.3, 0.45), A = (1, -1, 1); |p - mu| <= 0.1 < 0.15,
+    so M = 1.  The weight is min(p / mu, 3) = (1.25, 0.8333, 1.1111): p / mu = (p / pi_old)(pi_old / mu) already holds
+    the sampler mismatch pi_old / mu = (1.35, 0.6667, 1.2222).  A rollout correction would multiply by it again, so
+    the combination is refused (it was accepted and gave weights (1.6875, 0.5556, 1.3580)).
+    """
+    from grpo_lessons.training.train_config import TrainConfig
+
+    p = torch.tensor([[0.5], [0.25], [0.5]], dtype=D)
+    old = torch.tensor([[0.54], [0.2], [0.55]], dtype=D)
+    mu = torch.tensor([[0.4], [0.3], [0.45]], dtype=D)
+    A = torch.tensor([1.0, -1.0, 1.0], dtype=D)
+    mask = torch.ones(3, 1, dtype=D)
+    x = p.log().requires_grad_(True)
+    out = policy_loss(x, old.log(), A, mask, variant="dppo_binary_tv", sampling_logp=mu.log())
+    out.loss.backward()
+    w = torch.tensor([0.5 / 0.4, 0.25 / 0.3, 0.5 / 0.45], dtype=D)
+    assert x.grad.squeeze(-1).tolist() == pytest.approx((-A * w / 3).tolist(), abs=1e-12)
+    assert float(out.loss.detach()) == pytest.approx(float((-A * w * p.log().squeeze(-1)).sum() / 3), abs=1e-12)
+    for mode in ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"):
+        for variant in ("dppo_binary_tv", "dppo_binary_kl"):
+            with pytest.raises(ValueError, match="second time"):
+                policy_loss(p.log(), old.log(), A, mask, variant=variant, sampling_logp=mu.log(),
+                            rollout_correction=mode)
+        with pytest.raises(ValueError, match="second time"):
+            TrainConfig(out=str(tmp_path), variant="dppo_binary_tv", rollout_correction=mode).validate()
+    # the off-policy sequence mask is a different thing (it drops whole sequences) and stays available
+    kept = policy_loss(p.log(), old.log(), A, mask, variant="dppo_binary_tv", sampling_logp=mu.log(),
+                       off_policy_mask_threshold=10.0)
+    assert float(kept.loss.detach()) == pytest.approx(float(out.loss.detach()), abs=1e-12)
+    TrainConfig(out=str(tmp_path), variant="dppo_binary_tv", off_policy_mask_threshold=0.5).validate()

@@ -225,3 +225,93 @@ def test_inverse_cdf_sampler_draws_from_the_tempered_softmax():
     d2 = s2(None, logits.expand(n, -1).clone()).argmax(-1)
     assert set(d2.unique().tolist()) == {1, 2}
     torch.testing.assert_close(s2.logps()[:, 0], torch.log_softmax(logits[[1, 2]] / T, -1)[(d2 == 2).long()])
+
+
+def test_sampler_topk_record_is_finite_on_padding_and_feeds_dppo_topk(tok):
+    """A sampler truncated to top_k = 3 recording K = 5: positions 4 and 5 are -inf (probability 0) at real tokens,
+    and the record must be 0 on padding -- -inf * 0 was NaN there, so topk_divergence raised as soon as one
+    completion ended early.  The DPPO top-K loss then runs on the whole batch."""
+    from grpo_lessons.training.update import batch_loss
+
+    m = eos_biased(tok, bias=4.0)
+    ro = generate_completions(m, tok, PROMPTS, group_size=4, max_new_tokens=6, temperature=1.0, top_k=3,
+                              record_topk=5, generator_seed=0)
+    pad = ~ro.completion_mask.bool()  # (N, T)
+    assert pad.any() and ro.is_eos.any(), "some completions must end early"
+    lps = ro.sampler_topk_logps  # (N, T, 5)
+    assert not torch.isnan(lps).any()
+    assert (lps[pad] == 0).all()
+    assert torch.isinf(lps[~pad][:, 3:]).all() and torch.isfinite(lps[~pad][:, :3]).all()
+    for name in ("sampling_entropy", "sampling_logps"):
+        assert torch.isfinite(getattr(ro, name)).all() and (getattr(ro, name)[pad] == 0).all()
+    adv = torch.linspace(-1, 1, len(ro), dtype=torch.float32)
+    out, _ = batch_loss(m, ro, adv, ro.completion_mask.float(), variant="dppo_topk_tv",
+                        correction={"sampling_logp": ro.sampling_logps})
+    assert torch.isfinite(out.loss)
+
+
+def test_sampling_changes_no_shared_object(tok):
+    """Another thread using the same tokenizer and model sees neither padding_side nor generation_config change
+    while this one samples (the tokenizer was set to left padding and the model's config swapped for a blank one)."""
+    import threading
+    from collections import Counter
+
+    from grpo_lessons.training.models import tiny_tokenizer
+
+    right = tiny_tokenizer()
+    right.padding_side = "right"  # a user's tokenizer, set up for training
+    m = tiny_qwen(right)
+    m.generation_config.repetition_penalty = 1.3  # as a hub model's config might
+    own = m.generation_config
+    before = own.to_dict()
+    seen = Counter()
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            if right.padding_side != "right":
+                seen["padding_side"] += 1
+            if m.generation_config is not own:
+                seen["generation_config"] += 1
+
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        for share in (True, False):
+            for _ in range(3):
+                generate_completions(m, right, PROMPTS, 4, max_new_tokens=8, temperature=0.7, share_prompt=share)
+    finally:
+        stop.set()
+        t.join()
+    assert seen == Counter(), dict(seen)
+    assert m.generation_config is own and own.to_dict() == before and right.padding_side == "right"
+    # the prompts were still padded on the left (the right-padding tokenizer is not followed)
+    enc = encode_prompts(right, [PROMPTS[0], "Hi"])
+    assert enc["attention_mask"][1, 0] == 0 and enc["attention_mask"][1, -1] == 1
+
+
+def test_the_samples_ignore_the_models_generation_config(tok):
+    """The same seed draws the same tokens with a hub-like generation_config and with a blank one; a setting that no
+    explicit argument can neutralise (it would be merged in by generate) is refused by name, not applied."""
+    from transformers import GenerationConfig
+
+    hub = eos_biased(tok, bias=1.0)
+    for k, v in dict(repetition_penalty=1.3, top_k=5, no_repeat_ngram_size=2, typical_p=0.5, do_sample=True,
+                     temperature=0.3, min_length=30, max_length=9).items():
+        setattr(hub.generation_config, k, v)
+    blank = eos_biased(tok, bias=1.0)
+    blank.generation_config = GenerationConfig(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    for share in (True, False):
+        a = generate_completions(hub, tok, PROMPTS, 3, max_new_tokens=8, temperature=0.7, share_prompt=share,
+                                 generator_seed=4)
+        b = generate_completions(blank, tok, PROMPTS, 3, max_new_tokens=8, temperature=0.7, share_prompt=share,
+                                 generator_seed=4)
+        assert torch.equal(a.completion_ids, b.completion_ids)
+        assert torch.equal(a.sampling_logps, b.sampling_logps)
+    for k, v in dict(suppress_tokens=[5], forced_eos_token_id=2, max_new_tokens=3, min_new_tokens=2,
+                     bad_words_ids=[[7]]).items():
+        m = tiny_qwen(tok)
+        setattr(m.generation_config, k, v)
+        with pytest.raises(ValueError, match=k):
+            generate_completions(m, tok, PROMPTS, 2, max_new_tokens=4)
+        assert getattr(m.generation_config, k) == v  # reported, not changed

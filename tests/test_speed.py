@@ -194,6 +194,26 @@ def test_reuse_freed_memory_applies_on_linux_glibc():
     assert torch.equal(x @ torch.eye(1000), x)
 
 
+def test_reuse_freed_memory_is_the_clis_choice_not_the_librarys(tmp_path, monkeypatch):
+    """A Trainer built from the default TrainConfig (a notebook, a library user) leaves glibc's allocator alone; the
+    ``grpo-lessons train`` process turns the reuse on (and --no-reuse-freed-memory turns it off)."""
+    import grpo_lessons.training.trainer as trainer_module
+    from grpo_lessons.training.cli import main
+
+    calls = []
+    monkeypatch.setattr(trainer_module, "reuse_freed_memory", lambda: calls.append(1) or True)
+    tr = Trainer(cfg(tmp_path, "lib", eval_size=0, steps=1), train_rows=ROWS, reward_funcs=[digits])
+    tr.step()
+    assert calls == []
+    smoke = ["train", "--model", "tiny-qwen2", "--steps", "1", "-G", "2", "--prompts-per-step", "2",
+             "--max-new-tokens", "4", "--eval-size", "0", "--no-progress"]
+    assert main([*smoke, "--out", str(tmp_path / "cli")]) == 0
+    assert calls == [1]
+    assert main([*smoke, "--no-reuse-freed-memory", "--out", str(tmp_path / "cli-off")]) == 0
+    assert calls == [1]
+    assert TrainConfig().reuse_freed_memory is False
+
+
 def test_inverse_cdf_fast_path_matches_the_general_path():
     from grpo_lessons.training.rollout import InverseCDFSampler
 

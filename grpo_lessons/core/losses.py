@@ -123,7 +123,8 @@ def policy_loss(
     * ``sampling_logp`` ``(B, T)``: the sampler's log-probs ``mu`` (vLLM); DPPO's anchor and the
       off-policy mask's reference when given (``pi_old`` otherwise).
     * ``rollout_correction`` (``token_truncate`` / ``token_mask`` / ``sequence_truncate`` /
-      ``sequence_mask``, with ``rollout_clip_max`` / ``rollout_clip_min``): the weight of
+      ``sequence_mask``, with ``rollout_clip_max`` / ``rollout_clip_min``; refused for an objective
+      anchored at ``mu``, DPPO, whose weight ``min(pi_theta / mu, C)`` already corrects): the weight of
       :func:`grpo_lessons.core.correction.rollout_weights` multiplies the per-token loss after the
       objective and before ``beta * KL`` and aggregation (masked tokens stay in the denominator; the
       KL term is not weighted).  VESPO folds the weights into its sequence ratio instead, as TRL
@@ -179,6 +180,16 @@ def policy_loss(
         if slp is None:
             raise ValueError("rollout_correction needs sampling_logp, the sampler's log-probs of the same tokens "
                              "(without a separate sampler there is nothing to correct)")
+        if "anchor_logp" in v.objective_piece.inputs:
+            # An objective anchored at mu (DPPO: -A sg(min(p / mu, C)) M log p, Qi et al. 2026, arXiv 2602.04879)
+            # already corrects for the sampler -- p / mu = (p / pi_old)(pi_old / mu) -- so a rollout weight
+            # min(pi_old / mu, C) on top would count the mismatch twice.  The paper has one weight, and the authors'
+            # loss (sail-sg/Stable-RL) takes veRL's rollout IS weights as an argument and never multiplies by them.
+            raise ValueError(
+                f"variant {v.name!r} ({v.objective} objective) already weights each token by min(pi_theta / mu, C) with "
+                "mu the sampler's probability: rollout_correction would weight the sampler mismatch a second time. "
+                "Leave rollout_correction unset (ratio_cap is the objective's truncation C); off_policy_mask_threshold "
+                "still applies")
     div = None
     if divergence is not None:
         div = as_float_tensor(divergence, "divergence").to(lp.dtype)

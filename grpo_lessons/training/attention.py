@@ -11,23 +11,56 @@ Profiled on this project's 2-core CPU (SmolLM2-135M, 9 query / 3 key-value heads
 in bf16): the ``repeat_kv`` copies were about 25 ms of each ~150 ms decoding step (benchmarks/trainer_vs_trl.py
 measures the whole step).
 
+The kernel is exact only for attention that is nothing more than ``softmax(q k^T * scaling + mask) v``.  Some families
+add a term of their own inside the softmax -- Gemma 2's logit softcapping ``c * tanh(s / c)``, GPT-OSS's learned
+"sink" logit per head -- and a kernel that skips it gives other log-probs (0.08 and 0.22 nats on tiny random models of
+those families; a test checks).  So :func:`gqa_is_exact` allows it only for the families in :data:`GQA_EXACT_FAMILIES`
+(tested against ``"eager"``), ``TrainConfig(attn_implementation="auto")`` keeps every other model's own attention,
+and asking for ``"gqa"`` on another family, or calling the kernel with a softcap or sinks, is an error.
+Sliding windows (Mistral, Qwen) need nothing here: they live in the additive mask, which is eager's.
+
     from grpo_lessons.training.attention import use_gqa_attention
-    use_gqa_attention(model)     # what TrainConfig(attn_implementation="auto") does on a CPU
+    use_gqa_attention(model)     # what TrainConfig(attn_implementation="auto") does on a CPU for these families
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["GQA_ATTENTION", "gqa_eager_attention", "register", "apply_attention", "use_gqa_attention"]
+__all__ = ["GQA_ATTENTION", "GQA_EXACT_FAMILIES", "gqa_eager_attention", "gqa_is_exact", "register",
+           "apply_attention", "use_gqa_attention"]
 
 GQA_ATTENTION = "grpo_gqa_eager"  # the name it is registered under in transformers' AttentionInterface
+
+#: ``config.model_type`` of the families whose attention is exactly ``softmax(q k^T * scaling + mask) v`` (transformers
+#: 5.17), each checked against ``"eager"`` on a tiny random model; SmolLM2 is a Llama.
+GQA_EXACT_FAMILIES: frozenset[str] = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+
+# Config fields that put something into the softmax this kernel does not compute (Gemma 2's softcap; a family that
+# defines one is not exact whatever its model_type says).
+_UNSUPPORTED_CONFIG = ("attn_logit_softcapping",)
+
+
+def gqa_is_exact(model) -> bool:
+    """True when :func:`gqa_eager_attention` computes ``model``'s attention exactly: its family (``config.model_type``)
+    is in :data:`GQA_EXACT_FAMILIES` and its config sets no attention softcapping."""
+    config = getattr(model, "config", None)
+    if getattr(config, "model_type", None) not in GQA_EXACT_FAMILIES:
+        return False
+    return all(getattr(config, name, None) is None for name in _UNSUPPORTED_CONFIG)
 
 
 def gqa_eager_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                         attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0, **kwargs):
     """``(attn_output (B, L, H, d), attn_weights (B, H, L, S))`` for ``query (B, H, L, d)``, ``key``/``value``
     ``(B, H_kv, S, d)`` and an additive ``attention_mask (B, 1, L, S)`` (or None): transformers' attention signature."""
+    # Terms this kernel does not compute: refuse rather than return other numbers (gqa_is_exact keeps "auto" away).
+    if kwargs.get("softcap") is not None:
+        raise ValueError("gqa attention does not implement attention-logit softcapping (Gemma 2); use the model's own "
+                         "attention (attn_implementation=None or 'eager')")
+    if kwargs.get("s_aux") is not None or getattr(module, "sinks", None) is not None:
+        raise ValueError("gqa attention does not implement attention sinks (GPT-OSS); use the model's own attention "
+                         "(attn_implementation=None or 'eager')")
     B, H, L, d = query.shape
     Hkv, S = key.shape[1], key.shape[2]
     if H % Hkv:
@@ -58,8 +91,16 @@ def register() -> str:
 
 def apply_attention(model, name: str) -> None:
     """Switch ``model`` (and every copy made of it afterwards) to the attention implementation ``name``
-    (``"gqa"``: :func:`gqa_eager_attention`; otherwise a transformers name such as ``"eager"`` or ``"sdpa"``)."""
+    (``"gqa"``: :func:`gqa_eager_attention`; otherwise a transformers name such as ``"eager"`` or ``"sdpa"``).
+
+    Raises ``ValueError`` for ``"gqa"`` on a model it is not exact for (:func:`gqa_is_exact`)."""
     if name == "gqa":
+        if not gqa_is_exact(model):
+            config = getattr(model, "config", None)
+            raise ValueError(
+                f"gqa attention is exact only for {', '.join(sorted(GQA_EXACT_FAMILIES))} without attention softcapping; "
+                f"this model is {getattr(config, 'model_type', type(model).__name__)!r}: keep its own attention "
+                "(attn_implementation='auto' or None) or name a transformers one ('eager', 'sdpa')")
         name = register()
     setter = getattr(model, "set_attn_implementation", None)
     if setter is not None:

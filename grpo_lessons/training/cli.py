@@ -92,10 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--sampler-fp32-head", action=argparse.BooleanOptionalAction, default=d.sampler_fp32_head,
                    help="the low-precision sampler computes its logits with an fp32 LM head")
     t.add_argument("--attn-implementation", default=d.attn_implementation,
-                   help="auto (gqa on a CPU: plain-matmul grouped-query attention), gqa, or a transformers name "
+                   help="auto (gqa on a CPU for Llama/SmolLM2, Mistral and Qwen models, where plain-matmul "
+                        "grouped-query attention is exact; the model's own otherwise), gqa, or a transformers name "
                         "such as eager or sdpa")
-    t.add_argument("--reuse-freed-memory", action=argparse.BooleanOptionalAction, default=d.reuse_freed_memory,
-                   help="Linux: glibc keeps freed memory for reuse instead of unmapping it (faster CPU steps)")
+    # On here, off in TrainConfig: this process only trains, so the allocator may keep what it frees
+    t.add_argument("--reuse-freed-memory", action=argparse.BooleanOptionalAction, default=True,
+                   help="Linux, on a CPU: glibc keeps freed memory for reuse instead of unmapping it (faster CPU "
+                        "steps); changes the allocator of this whole process, which keeps what it has freed "
+                        "(TrainConfig's default is off, for library and notebook use)")
     t.add_argument("--optimizer", default=d.optimizer, choices=["adamw-fused", "adamw-foreach", "adamw"])
     t.add_argument("--rollout-correction", default=None, metavar="MODE",
                    help=f"correct the sampler/trainer gap in the loss: {', '.join(CORRECTION_MODES)} (see policy_loss; "

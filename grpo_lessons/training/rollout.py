@@ -20,14 +20,18 @@ Nothing else may touch the sampler: a hub model's ``generation_config`` often se
 ``repetition_penalty``, ``top_k=50``, ``typical_p``, ``no_repeat_ngram_size`` ..., and ``generate`` would
 apply them, so the tokens would come from some other distribution than ``softmax(logits / T)`` and every
 ratio would be biased.  :func:`generate_completions` therefore builds the whole generation config itself
-(as TRL does) and hides the model's own for the duration of the call; the draw itself is
+(as TRL does, :func:`sampling_generation_config`) and passes it to ``generate``; the draw itself is
 :class:`InverseCDFSampler`, which also records each drawn token's log-prob (``Rollout.sampling_logps``).
+
+Sampling changes no shared object, so another thread may use the same model and tokenizer meanwhile: the padding side
+is an argument of the tokenizer call (the tokenizer's ``padding_side`` is never set) and the generation settings are an
+argument of ``generate`` (the model's ``generation_config`` is never swapped).  (``model.eval()`` is still set for the
+duration of the call and restored after it: dropout must be off while sampling.)
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -47,7 +51,7 @@ __all__ = [
     "is_conversational",
     "InverseCDFSampler",
     "TemperedTokenLogp",
-    "neutral_generation_config",
+    "sampling_generation_config",
 ]
 
 
@@ -77,13 +81,10 @@ def encode_prompts(tokenizer, prompts: Sequence) -> dict[str, torch.Tensor]:
         raise ValueError("no prompts to encode")
     conversational = [is_conversational(p) for p in prompts]
     texts = [_prompt_text(tokenizer, p) for p in prompts]
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    try:
-        # The chat template already wrote any special tokens; plain strings get the tokenizer's own.
-        enc = tokenizer(texts, add_special_tokens=not all(conversational), padding=True, return_tensors="pt")
-    finally:
-        tokenizer.padding_side = side
+    # The chat template already wrote any special tokens; plain strings get the tokenizer's own.  The padding side is
+    # an argument of this call: setting tokenizer.padding_side would change it for every other user of the tokenizer.
+    enc = tokenizer(texts, add_special_tokens=not all(conversational), padding=True, padding_side="left",
+                    return_tensors="pt")
     return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
 
@@ -503,36 +504,71 @@ def _sampler_records(sampler: InverseCDFSampler | None, mask: torch.Tensor) -> d
     if sampler is None:
         return {}
     T = mask.shape[1]
-    out = {"sampling_entropy": sampler.entropy()[:, :T] * mask}
+    keep = mask.bool()  # (N, T)
+    ent = sampler.entropy()[:, :T]  # (N, T)
+    out = {"sampling_entropy": torch.where(keep, ent, torch.zeros_like(ent))}
     top = sampler.topk()
     if top is not None:
         ids, lps = top
         K = ids.shape[-1]  # padding: ids 0..K-1 (distinct, as a top-K must be), log-probs 0
-        out["sampler_topk_ids"] = torch.where(mask.bool().unsqueeze(-1), ids[:, :T], torch.arange(K, device=ids.device))
-        out["sampler_topk_logps"] = lps[:, :T] * mask.unsqueeze(-1)
+        out["sampler_topk_ids"] = torch.where(keep.unsqueeze(-1), ids[:, :T], torch.arange(K, device=ids.device))
+        # where, not * mask: with the sampler's top_k below K the record holds -inf, and -inf * 0 is NaN
+        lps = lps[:, :T]  # (N, T, K)
+        out["sampler_topk_logps"] = torch.where(keep.unsqueeze(-1), lps, torch.zeros_like(lps))
     return out
 
 
-@contextlib.contextmanager
-def neutral_generation_config(model) -> Iterator[None]:
-    """Hide ``model.generation_config`` while generating: nothing from the hub's config may reach the sampler.
+# Fields generate() would still take from the model's own generation_config (ours leaves them None) that change
+# nothing here: token ids we set ourselves or that greedy decoding without an assistant never reads.
+_HARMLESS_MODEL_FIELDS = frozenset({
+    "bos_token_id", "decoder_start_token_id", "_from_model_config", "transformers_version",
+    "min_p", "top_h",  # sampling warpers: do_sample is off (InverseCDFSampler draws)
+    "assistant_early_exit", "assistant_ensemble_weight", "max_matching_ngram_size",  # assisted decoding only
+    "cache_config", "max_cache_len", "compile_config", "continuous_batching_config",  # unused without them
+})
 
-    ``generate`` fills every unset field of the config it is given from the model's own config
-    (``repetition_penalty``, ``typical_p``, ``no_repeat_ngram_size``, ``top_k``, ``suppress_tokens`` ...);
-    with a blank one in its place only transformers' neutral global defaults remain.
+
+def sampling_generation_config(model, *, prompt_length: int, max_new_tokens: int, eos_token_id: Sequence[int],
+                               pad_token_id: int):
+    """The ``GenerationConfig`` :func:`generate_completions` passes to ``model.generate`` for prompts padded to
+    ``prompt_length`` tokens: greedy over what :class:`InverseCDFSampler` returns, every processor off, so the draw is
+    exactly the sampler's, and at most ``max_new_tokens`` new tokens.
+
+    ``generate`` fills each field the config passed to it leaves ``None`` from ``model.generation_config`` (a hub
+    model's ``repetition_penalty``, ``top_k``, ``suppress_tokens`` ...).  Every field with a neutral value is set here,
+    so the model's config cannot reach the sampler, and it is read, never swapped or changed.  The few whose only
+    neutral value is ``None`` (``suppress_tokens``, ``bad_words_ids``, ``forced_eos_token_id``, ``sequence_bias``,
+    ``stop_strings``, ...) are checked instead: a model whose config sets one raises ``ValueError`` naming it, rather
+    than sampling from something other than ``softmax(logits / T)``.
     """
     from transformers import GenerationConfig
 
-    target = model.get_base_model() if hasattr(model, "get_base_model") else model
-    saved = getattr(target, "generation_config", None)
-    blank = GenerationConfig()
-    if saved is not None:
-        blank.bos_token_id = saved.bos_token_id
-    target.generation_config = blank
-    try:
-        yield
-    finally:
-        target.generation_config = saved
+    # The length as max_length = prompt + new tokens: generate() warns at every call when max_new_tokens meets a
+    # max_length (ours or the model's), and max_new_tokens would take precedence over the model's max_length anyway.
+    config = GenerationConfig(
+        max_length=prompt_length + max_new_tokens, min_length=0, do_sample=False, num_beams=1,
+        num_return_sequences=1, eos_token_id=list(eos_token_id), pad_token_id=pad_token_id,
+        temperature=1.0, top_k=50, top_p=1.0,  # transformers' neutral defaults, unused by greedy decoding
+        repetition_penalty=1.0, no_repeat_ngram_size=0, renormalize_logits=False, guidance_scale=1.0,
+        low_memory=False, token_healing=False, is_assistant=False, disable_compile=True, use_mtp=False,
+        output_attentions=False, output_hidden_states=False, output_logits=False)
+    # transformers' global defaults (use_cache, max_length, ...) come after the model's values in generate(): set them
+    # here too, so they are ours and not the model's
+    defaults = getattr(GenerationConfig, "_get_default_generation_params", None)
+    if defaults is not None:
+        config.update(**defaults(), defaults_only=True)
+    own = getattr(model, "generation_config", None)
+    if own is not None:
+        ours = config.to_dict()
+        leaks = sorted(k for k, v in own.to_dict().items()
+                       if v is not None and k in ours and ours[k] is None and k not in _HARMLESS_MODEL_FIELDS
+                       and not (k == "cache_implementation" and v == "hybrid"))  # generate() drops "hybrid" itself
+        if leaks:
+            raise ValueError(
+                f"the model's generation_config sets {', '.join(f'{k}={getattr(own, k)!r}' for k in leaks)}, which "
+                "generate() would apply on top of the sampler, so the tokens would not come from softmax(logits / T); "
+                f"set {' and '.join(f'model.generation_config.{k} = None' for k in leaks)} before sampling")
+    return config
 
 
 @torch.no_grad()
@@ -551,8 +587,9 @@ def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 
     ``share_prompt`` runs each prompt through the model once for its ``G`` samples (a prefilled cache
     copied ``G`` times) instead of ``G`` times; the sampled distribution is the same.
     The tokens are drawn from exactly ``softmax(logits / temperature)`` (optionally ``top_k``/``top_p``
-    truncated): the generation config is built here in full and the model's own ``generation_config`` is
-    ignored (:func:`neutral_generation_config`).  ``Rollout.sampling_logps`` holds the log-probs the draw
+    truncated): the generation config is built here in full and passed to ``generate``, so the model's own
+    ``generation_config`` cannot bend the draw (:func:`sampling_generation_config`).  Neither the tokenizer nor the
+    model's ``generation_config`` is changed, even for the duration of the call.  ``Rollout.sampling_logps`` holds the log-probs the draw
     used (:class:`InverseCDFSampler`), ``Rollout.sampling_entropy`` the entropy of each position's sampling
     distribution, and with ``record_topk = K`` ``Rollout.sampler_topk_ids``/``sampler_topk_logps`` its K most
     likely tokens (DPPO's top-K divergence, :func:`grpo_lessons.core.divergence.topk_divergence`).
@@ -585,7 +622,7 @@ def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     device = next(model.parameters()).device
 
-    from transformers import GenerationConfig, LogitsProcessorList
+    from transformers import LogitsProcessorList
 
     was_training = model.training
     model.eval()
@@ -599,11 +636,9 @@ def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 
             P = ids.shape[1]
             # Greedy over what the sampler returns (0 at the drawn token, -inf elsewhere) is the draw itself.
             sampler = None if greedy else InverseCDFSampler(float(temperature), top_k, top_p, record_topk)
-            gen_kw = dict(generation_config=GenerationConfig(
-                max_new_tokens=max_new_tokens, min_new_tokens=0, do_sample=False, num_beams=1,
-                num_return_sequences=1, eos_token_id=eos_ids, pad_token_id=pad_id, repetition_penalty=1.0,
-                no_repeat_ngram_size=0, renormalize_logits=False),
-                logits_processor=LogitsProcessorList([sampler] if sampler else []))
+            gen_config = sampling_generation_config(model, prompt_length=P, max_new_tokens=max_new_tokens,
+                                                    eos_token_id=eos_ids, pad_token_id=pad_id)
+            gen_kw = dict(generation_config=gen_config, logits_processor=LogitsProcessorList([sampler] if sampler else []))
             if share_prompt and group_size > 1 and P > 1:
                 # Prefill each prompt once (all but its last token), then copy its keys/values G times:
                 # the G samples of a prompt share the prompt's forward pass instead of repeating it.
@@ -611,14 +646,12 @@ def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 
                 cache = model(input_ids=ids[:, :-1], attention_mask=am[:, :-1], position_ids=pos[:, :-1],
                               use_cache=True, logits_to_keep=1).past_key_values
                 cache.batch_repeat_interleave(group_size)
-                with neutral_generation_config(model):
-                    out = model.generate(input_ids=ids.repeat_interleave(group_size, dim=0),
-                                         attention_mask=am.repeat_interleave(group_size, dim=0),
-                                         past_key_values=cache, **gen_kw)  # (b * G, P + T')
-            else:
-                with neutral_generation_config(model):  # (b * G, P + T'), T' <= max_new_tokens
-                    out = model.generate(input_ids=ids.repeat_interleave(group_size, dim=0),
-                                         attention_mask=am.repeat_interleave(group_size, dim=0), **gen_kw)
+                out = model.generate(input_ids=ids.repeat_interleave(group_size, dim=0),
+                                     attention_mask=am.repeat_interleave(group_size, dim=0),
+                                     past_key_values=cache, **gen_kw)  # (b * G, P + T')
+            else:  # (b * G, P + T'), T' <= max_new_tokens
+                out = model.generate(input_ids=ids.repeat_interleave(group_size, dim=0),
+                                     attention_mask=am.repeat_interleave(group_size, dim=0), **gen_kw)
             comp = out[:, P:]  # (b * G, T')
             if comp.shape[1] == 0:
                 raise RuntimeError("model.generate returned no new tokens; check max_new_tokens and the "

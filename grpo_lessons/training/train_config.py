@@ -98,10 +98,13 @@ class TrainConfig:
     sampler_fp32_head: bool = False  # the low-precision sampler computes its logits with an fp32 LM head
     #   (train_setup.FP32Head; MiniMax-M1's fix for the sampler/trainer gap)
     attn_implementation: str | None = "auto"  # "auto": "gqa" on a CPU (plain-matmul grouped-query attention,
-    #   grpo_lessons.training.attention; faster than "sdpa" for short sequences), else the model's own; None: leave the
-    #   model as loaded; or any transformers name ("eager", "sdpa", ...)
-    reuse_freed_memory: bool = True  # Linux: glibc keeps freed memory for reuse instead of unmapping every big
-    #   tensor (train_setup.reuse_freed_memory; ~30 % off a CPU step), process-wide
+    #   grpo_lessons.training.attention; faster than "sdpa" for short sequences) for the families it is exact for
+    #   (Llama/SmolLM2, Mistral, Qwen2, Qwen3: attention.gqa_is_exact), else the model's own; None: leave the model as
+    #   loaded; or "gqa" or any transformers name ("eager", "sdpa", ...)
+    reuse_freed_memory: bool = False  # Linux, on a CPU: glibc keeps freed memory for reuse instead of unmapping every
+    #   big tensor (train_setup.reuse_freed_memory; ~30 % off a CPU step).  Off by default: it changes the allocator of
+    #   the whole process for good (a notebook kernel then keeps what it freed).  `grpo-lessons train` and the
+    #   benchmark scripts, processes that only train, turn it on
     optimizer: str = "adamw-fused"  # "adamw-fused" (one kernel; 6x faster than "adamw" on this CPU), "adamw-foreach", "adamw"
     # ----- the sampler/trainer mismatch (notebook 11): passed to policy_loss only when set
     rollout_correction: str | None = None  # token_truncate (TIS), token_mask (MIS), sequence_*: see correction.py
@@ -231,6 +234,11 @@ class TrainConfig:
             raise ValueError(f"rollout_clip_max must be > 0, got {self.rollout_clip_max!r}")
         if self.rollout_clip_min is not None and not 0 <= self.rollout_clip_min < (self.rollout_clip_max or math.inf):
             raise ValueError(f"rollout_clip_min must be in [0, rollout_clip_max), got {self.rollout_clip_min!r}")
+        if self.rollout_correction is not None and "anchor_logp" in v.objective_piece.inputs:
+            raise ValueError(
+                f"variant {v.name!r} ({v.objective} objective) already weights each token by min(pi_theta / mu, C) "
+                f"with mu the sampler: rollout_correction={self.rollout_correction!r} would weight the sampler "
+                "mismatch a second time; leave it unset (off_policy_mask_threshold still applies)")
         if self.off_policy_mask_threshold is not None and not self.off_policy_mask_threshold > 0:
             raise ValueError(f"off_policy_mask_threshold must be > 0, got {self.off_policy_mask_threshold!r}")
         if not self.out:

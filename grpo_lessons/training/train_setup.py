@@ -335,7 +335,8 @@ def make_sampler(cfg: TrainConfig, model, compute=None) -> tuple[Any, list[tuple
 
 
 def set_attention(cfg: TrainConfig, model) -> None:
-    """Apply ``cfg.attn_implementation`` to ``model``: ``"auto"`` is ``"gqa"`` on a CPU and the model's own elsewhere;
+    """Apply ``cfg.attn_implementation`` to ``model``: ``"auto"`` is ``"gqa"`` on a CPU for the families it is exact for
+    (:func:`grpo_lessons.training.attention.gqa_is_exact`: Llama, Mistral, Qwen2, Qwen3) and the model's own elsewhere;
     ``"gqa"`` is :func:`grpo_lessons.training.attention.gqa_eager_attention` (plain matmuls, no key/value copies); any other
     name goes to transformers (``"eager"``, ``"sdpa"``, ...); None leaves the model as loaded.
 
@@ -346,7 +347,8 @@ def set_attention(cfg: TrainConfig, model) -> None:
     """
     impl = cfg.attn_implementation
     if impl == "auto":
-        impl = "gqa" if torch.device(cfg.device).type == "cpu" else None
+        from .attention import gqa_is_exact
+        impl = "gqa" if torch.device(cfg.device).type == "cpu" and gqa_is_exact(model) else None
     if impl is not None:
         from .attention import apply_attention
         apply_attention(model, impl)
@@ -361,7 +363,9 @@ def reuse_freed_memory() -> bool:
     by one, every time.  With mmap off for allocations and a 1 GB trim threshold, freed blocks are reused.  Profiled on
     this project's 2-core CPU (a fixed batch, during development), SmolLM2-135M, 8 x 8 completions of 12 tokens, bf16-mixed: forward + backward 5.3 s ->
     3.6 s, generation 2.4 s -> 2.2 s; fp32: 9.4 s -> 7.0 s and 4.3 s -> 4.0 s.  The price: the process keeps what it
-    has freed (peak RSS is recorded by benchmarks/cpu_learning.py).  The same effect as starting Python with
+    has freed (peak RSS is recorded by benchmarks/cpu_learning.py), for the rest of the process: so it is an explicit
+    choice (``TrainConfig(reuse_freed_memory=True)``), made by ``grpo-lessons train`` and the benchmark scripts, not by
+    a library or notebook default.  The same effect as starting Python with
     ``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824``.
     """
     import platform

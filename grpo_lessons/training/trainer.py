@@ -37,8 +37,8 @@ sampler's own log-probs (``sampling_logps``) beside the trainer's ``pi_old``: ev
 (``mismatch_k3``, ``mismatch_ratio_min/mean/max`` of ``pi_old / mu``), and ``rollout_correction`` /
 ``off_policy_mask_threshold`` hand it to :func:`policy_loss` (notebook 11).  The optimiser is fused AdamW; the
 sampler draws by inverse CDF (rollout.InverseCDFSampler); attention on a CPU is plain-matmul grouped-query
-attention (``attn_implementation="auto"``, grpo_lessons.training.attention); glibc keeps freed memory for reuse
-(``reuse_freed_memory``).
+attention where that is exact (``attn_implementation="auto"``, grpo_lessons.training.attention); glibc can keep
+freed memory for reuse (``reuse_freed_memory``: process-wide, so off unless asked for; the CLI asks).
 
 The configuration lives in :mod:`grpo_lessons.training.train_config`; building the model, reference, sampler and
 optimiser in :mod:`grpo_lessons.training.train_setup`; rewards, the reward matrix and evaluation in
