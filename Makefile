@@ -20,7 +20,7 @@ endif
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_ARGS ?=
 
-.PHONY: lab test setup data clean-venv
+.PHONY: lab test trl-tests setup data clean-venv
 
 setup: $(STAMP)
 
@@ -38,6 +38,11 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(BIN)/python -m pytest --nbval-lax -n 2 --dist loadfile $(PYTEST_ARGS)
+
+# The whole TRL drop-in matrix: GRPOLessonsTrainer against TRL's GRPOTrainer on offline stand-in models, every
+# configuration TRL's own GRPO tests exercise (the suite runs a fast subset of it).
+trl-tests: $(STAMP)
+	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false GRPO_LESSONS_TRL_TESTS=1 $(BIN)/python -m pytest tests/test_trl_dropin.py tests/test_parity_regularisers.py $(PYTEST_ARGS)
 
 data: $(STAMP)
 	$(BIN)/python -m grpo_lessons.training.data --out data
