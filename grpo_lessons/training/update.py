@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 import torch
 
-from grpo_lessons.core.aggregation import aggregate
 from grpo_lessons.core.divergence import topk_divergence
 from grpo_lessons.core.losses import LossOutput, policy_loss
 from .rollout import Rollout, rollout_logps
@@ -80,17 +79,15 @@ def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: tor
                 sampled_logp=rollout.sampling_logps[sl])  # (b, T)
     agg_kw = {"max_completion_length": max_completion_length, "num_items_in_batch": num_items_in_batch,
               "group_size": group_size, "prompt_weights": None if prompt_weights is None else prompt_weights[sl]}
+    if entropy_coef:  # the bonus aggregated as the variant aggregates its loss (veRL's entropy_coeff)
+        extra.update(entropy=token_entropy(logits), entropy_coef=entropy_coef, entropy_aggregation=v.aggregation)
     out = loss_fn(
         logp, old, advantages[sl], mask, variant=v, epsilon=epsilon, epsilon_high=epsilon_high,
         beta=beta, ref_logp=None if ref_logps is None else ref_logps[sl], **agg_kw, **extra,
     )
     if entropy_coef:
-        h = token_entropy(logits)  # (b, T), with gradient
-        term = aggregate(h, mask, v.aggregation, **agg_kw)
-        out.loss = out.loss - entropy_coef * term
-        m = mask.to(h.dtype)
-        out.extras["entropy"] = float((h.detach() * m).sum() / m.sum().clamp(min=1.0))
-        out.extras["entropy_term"] = float(term.detach())
+        out.extras["entropy"] = out.entropy_mean  # token mean of H over the completion tokens
+        out.extras["entropy_term"] = out.entropy_bonus  # the aggregated H the loss subtracts entropy_coef times
     return out, logp
 
 
