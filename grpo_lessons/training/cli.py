@@ -80,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one weight per reward function of the task")
     t.add_argument("--max-minutes", type=float, default=None,
                    help="stop after this much training time in this invocation, evaluation excluded (a --resume gets a new budget)")
-    t.add_argument("--precision", default=d.precision, choices=["fp32", "bf16-mixed"],
-                   help="bf16-mixed: forward/backward on a bf16 copy of the weights, fp32 master weights and loss")
+    t.add_argument("--precision", default=d.precision, choices=["auto", "fp32", "bf16-mixed"],
+                   help="bf16-mixed: forward/backward on a bf16 copy of the weights, fp32 master weights and loss; "
+                        "auto (default): bf16-mixed on a CUDA GPU with bf16, else fp32")
     t.add_argument("--sampler-dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="sample with a copy of the weights in this dtype, resynced after every update "
                         "(default: the trained model samples; no train/inference gap)")

@@ -94,7 +94,7 @@ BASE_COLUMNS = [
     "step", "reward_mean", "reward_std", "accuracy", "eval_reward_mean", "eval_completion_len",
     "loss", "policy_loss", "kl", "clip_frac", "clip_frac_low", "clip_frac_high", "ratio_mean", "grad_norm",
     "completion_len", "truncated_frac", "empty_frac", "overlong_penalty", "frac_zero_std_groups",
-    "resample_rounds", "groups_trained", "completions_sampled",
+    "resample_rounds", "groups_trained", "update_skipped", "completions_sampled",
     # the sampler/trainer mismatch: mean k3 of (sampler, pi_old) per token, and the token ratio pi_old / mu
     "mismatch_k3", "mismatch_ratio_min", "mismatch_ratio_mean", "mismatch_ratio_max",
     "correction_truncated_frac", "correction_masked_frac", "off_policy_masked_frac",

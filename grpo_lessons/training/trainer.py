@@ -74,7 +74,7 @@ from .scoring import (eval_fields, evaluate, matrix_weights, reward_matrix, rewa
 from grpo_lessons.core.shaping import informative_groups, truncation_mask
 from .train_config import TrainConfig
 from .train_setup import (check_prompt_lengths, load_data, load_model, make_compute_model, make_optimizer,
-                          make_sampler, prepare_model, record_topk, reuse_freed_memory, set_attention,
+                          make_reference, make_sampler, prepare_model, record_topk, reuse_freed_memory, set_attention,
                           LowPrecisionSync)
 from .update import (EMPTY_UPDATE, LossTally, autocast, batch_loss, correction_settings, micro_batches,
                      mismatch_stats)
@@ -84,7 +84,7 @@ __all__ = [
     "TrainConfig", "TrainResult", "Trainer", "Batch", "train", "score_completions", "batch_loss",
     "evaluate", "PromptStream", "load_history", "CHECKPOINT_NAME", "METRICS_NAME",
     # re-exported from the modules the loop calls (train_setup, scoring, update)
-    "prepare_model", "make_optimizer", "make_sampler", "reward_names", "autocast", "mismatch_stats",
+    "prepare_model", "make_reference", "make_optimizer", "make_sampler", "reward_names", "autocast", "mismatch_stats",
 ]
 
 
@@ -139,7 +139,7 @@ class Trainer(records.RunRecords):
             reuse_freed_memory()  # glibc: reuse freed blocks instead of faulting fresh pages in every step
         torch.manual_seed(cfg.seed)  # LoRA initialisation and every sampled token follow from here
         set_attention(cfg, model)  # "auto": gqa attention on a CPU (every copy below inherits it)
-        self.model, self.ref_model = prepare_model(cfg, model)
+        self.model = prepare_model(cfg, model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the model has no trainable parameters")
@@ -150,6 +150,8 @@ class Trainer(records.RunRecords):
         # after each update: fp32 weights -> the copies, rounded against a fixed random threshold per weight
         self._sync = LowPrecisionSync([*self._compute_pairs, *self._sampler_pairs], cfg.copy_rounding, cfg.seed)
         self.sync_sampler()  # the copies start rounded the way every later sync rounds them
+        # pi_ref: a frozen copy of the training forward's model as it is now, so KL = 0 exactly before the first update
+        self.ref_model = make_reference(cfg, self.train_model)
         self.stream = PromptStream(len(self.train_rows), cfg.seed)
         self.record_topk = record_topk(cfg, self.variant)  # DPPO top-K: the sampler keeps its top-K per position
         self.entropy_reward = cfg.entropy_bonus if cfg.entropy_in == "reward" else 0.0
@@ -275,10 +277,16 @@ class Trainer(records.RunRecords):
 
     # ----- 4. the update
     def update(self, batch: Batch) -> dict:
-        """``mu`` AdamW steps on one batch; returns the loss diagnostics (means over the ``mu`` steps)."""
+        """``mu`` AdamW steps on one batch; returns the loss diagnostics (means over the ``mu`` steps).
+
+        A batch with no groups or no unmasked token takes no step at all (``update_skipped = 1``; weights, optimiser
+        state and step count untouched): the loss of a batch whose tokens are all masked is 0 by definition (logged
+        as such, with its KL term), but AdamW would still move every weight (weight decay, earlier steps' moments)."""
         cfg, v, N = self.cfg, self.variant, len(batch.rewards)
         if N == 0:
             return dict(EMPTY_UPDATE)
+        if not bool((batch.loss_mask > 0).any()):  # e.g. every completion truncated under overlong filtering
+            return {**EMPTY_UPDATE, "loss": 0.0, "policy_loss": 0.0, "kl": 0.0 if self.beta > 0 else None}
         token_mean = v.aggregation_piece.token_count  # normalised by the whole batch's token count
         # ScaleRL's prompt_mean: each row's weight 1 / (P n_g) from the whole batch, so micro-batches add up exactly
         batch_weights = v.aggregation_piece.batch_weights
