@@ -204,7 +204,8 @@ def test_entropy_bonus_by_hand():
     out = policy_loss(logp, old, adv, mask, variant="dr_grpo", max_completion_length=32, entropy=h, entropy_coef=0.5)
     token_mean = float((h * mask).sum() / mask.sum())
     assert float(out.loss) == pytest.approx(float(base.loss) - 0.5 * token_mean, abs=1e-6)
-    assert out.entropy_bonus == pytest.approx(token_mean) and float(out.policy_kl_loss) == pytest.approx(float(base.loss))
+    assert out.entropy_bonus == pytest.approx(token_mean)
+    assert float(out.policy_kl_loss) == pytest.approx(float(base.loss))
     # aggregated as the loss is instead (veRL's entropy_coeff): Dr. GRPO's constant divides it
     agg = policy_loss(logp, old, adv, mask, variant="dr_grpo", max_completion_length=32, entropy=h, entropy_coef=0.5,
                       entropy_aggregation="seq_mean_token_sum_norm")

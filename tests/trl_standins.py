@@ -155,7 +155,8 @@ TEXT_STANDINS: dict[str, tuple[str, str]] = {
 #: need torchvision, which the CPU test environment does not install; :func:`qwen_vl_model` builds a tiny Qwen2-VL in
 #: memory for the tests that feed it image tensors directly).
 NOT_BUILT = (
-    "tiny-RemoteForCausalLM", "tiny-Qwen2VLForConditionalGeneration", "tiny-Qwen2_5_VLForConditionalGeneration", "tiny-NemotronHForCausalLM-nano", "tiny-Gemma3ForConditionalGeneration",
+    "tiny-RemoteForCausalLM", "tiny-Qwen2VLForConditionalGeneration", "tiny-Qwen2_5_VLForConditionalGeneration",
+    "tiny-NemotronHForCausalLM-nano", "tiny-Gemma3ForConditionalGeneration",
     "tiny-Gemma4ForConditionalGeneration", "tiny-LlavaForConditionalGeneration",
     "tiny-LlavaNextForConditionalGeneration", "tiny-Qwen3_5ForConditionalGeneration-NoThink",
     "tiny-Qwen3_5MoeForConditionalGeneration-3.6", "tiny-SmolVLMForConditionalGeneration",
@@ -368,8 +369,9 @@ def _tmp_root() -> str:
 
 
 def pytest_configure(config) -> None:
-    """Point the HF cache at the stand-ins (``TRL_STANDINS_HOME``, default ``/tmp/trl-standins-hf``), go offline, and
-    with ``GRPO_LESSONS_TRAINER=1`` put the subclass in place of ``trl.GRPOTrainer`` before any test module imports it."""
+    """Point the HF cache at the stand-ins (``TRL_STANDINS_HOME``, default ``/tmp/trl-standins-hf``), go offline,
+    and with ``GRPO_LESSONS_TRAINER=1`` put the subclass in place of ``trl.GRPOTrainer`` before any test module
+    imports it."""
     home = os.environ.setdefault("TRL_STANDINS_HOME", "/tmp/trl-standins-hf")
     build_cache(home)
     os.environ["HF_HOME"] = home

@@ -2,8 +2,8 @@
 
 The entropy bonus in the loss is introduced in ``notebooks/17_diversity.ipynb``.  :func:`grpo_lessons.policy_loss`
 takes the mask and the bonus as options (``top_entropy_quantile`` / ``entropy_mask``, ``entropy`` with
-``entropy_coef``); the adaptive coefficient is state a trainer keeps from one optimizer step to the next (:func:`adaptive_entropy_coef`, :func:`gated_entropy_coef`).
-The per-token entropy itself is :func:`grpo_lessons.core.shaping.token_entropy` of the tempered logits.
+``entropy_coef``); the adaptive coefficient is state a trainer keeps from one optimizer step to the next
+(:func:`adaptive_entropy_coef`, :func:`gated_entropy_coef`).  The per-token entropy itself is :func:`grpo_lessons.core.shaping.token_entropy` of the tempered logits.
 """
 
 from __future__ import annotations

@@ -65,6 +65,10 @@ class LossOutput:
         return float(self.loss.detach())
 
 
+def _finite_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _masked_mean(x: torch.Tensor, m: torch.Tensor) -> float:
     x = x.expand_as(m).to(m.dtype)
     return float((x * m).sum() / m.sum().clamp(min=1.0))
@@ -230,7 +234,7 @@ def policy_loss(
         check_same_shape(lp, "logp", entropy=ent)
         check_finite(ent.detach(), "entropy", where=keep)
         ent = torch.where(keep, ent, torch.zeros_like(ent))
-    if not isinstance(entropy_coef, (int, float)) or isinstance(entropy_coef, bool) or not math.isfinite(entropy_coef):
+    if not _finite_number(entropy_coef):
         raise ValueError(f"entropy_coef must be a finite number, got {entropy_coef!r}")
     if entropy_coef != 0.0 and ent is None:
         raise ValueError("entropy_coef != 0 needs entropy=, the (B, T) per-token entropies of the current policy "
@@ -254,7 +258,7 @@ def policy_loss(
         if aux.dim() != 0:
             raise ValueError(f"aux_loss must be a scalar, got shape {tuple(aux.shape)}")
         check_finite(aux.detach(), "aux_loss")
-    if not isinstance(aux_loss_coef, (int, float)) or isinstance(aux_loss_coef, bool) or not math.isfinite(aux_loss_coef):
+    if not _finite_number(aux_loss_coef):
         raise ValueError(f"aux_loss_coef must be a finite number, got {aux_loss_coef!r}")
     if aux_loss_coef != 0.0 and aux is None:
         raise ValueError("aux_loss_coef != 0 needs aux_loss=, the MoE router load-balancing loss "

@@ -386,8 +386,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
     has ``output_router_logits``, weighted by ``router_aux_loss_coef``), and every model input TRL passes (image
     tensors, ``image_grid_thw``, token types) reaches the forward.  A config whose loss no registry variant is
     exactly (:func:`variant_for_config` returns ``None``, with a warning saying why) and per-token ``(B, T)``
-    advantages keep TRL's own loss.  DPPO's top-K variants: TRL keeps no sampler top-K, so the trainer keeps ``pi_old``'s top
-    ``dppo_top_k`` log-probs per position at generation time (the paper's "recompute" anchor) and, at
+    advantages keep TRL's own loss.  DPPO's top-K variants: TRL keeps no sampler top-K, so the trainer keeps
+    ``pi_old``'s top ``dppo_top_k`` log-probs per position at generation time (the paper's "recompute" anchor) and, at
     each loss, runs one extra no-grad forward for the current logits to get the divergence
     (:func:`grpo_lessons.core.divergence.topk_divergence`).  Dynamic sampling recomputes
     nothing TRL computed: refill groups keep the advantages of the batch they were scored in (exact
