@@ -25,7 +25,7 @@ export TORCH_INDEX  # the packaging test installs torch into a clean venv from t
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_ARGS ?=
 
-.PHONY: lab test setup docs data clean-venv
+.PHONY: lab test trl-tests setup docs data clean-venv
 
 setup: $(STAMP)
 
@@ -48,6 +48,11 @@ test: $(STAMP)
 # from the docstrings; warnings are errors.
 docs: $(STAMP)
 	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# The whole TRL drop-in matrix: GRPOLessonsTrainer against TRL's GRPOTrainer on offline stand-in models, every
+# configuration TRL's own GRPO tests exercise (the suite runs a fast subset of it).
+trl-tests: $(STAMP)
+	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false GRPO_LESSONS_TRL_TESTS=1 $(BIN)/python -m pytest tests/test_trl_dropin.py tests/test_parity_regularisers.py $(PYTEST_ARGS)
 
 data: $(STAMP)
 	$(BIN)/python -m grpo_lessons.training.data --out data

@@ -146,7 +146,9 @@ def test_new_pieces_reach_the_command_line_and_the_trl_config(new_pieces):
 CONSUMERS = ["grpo_lessons/core/losses.py", "grpo_lessons/core/variants.py", "grpo_lessons/core/advantages.py",
              "grpo_lessons/core/aggregation.py", "grpo_lessons/core/correction.py", "grpo_lessons/core/ratios.py",
              "grpo_lessons/core/objectives.py", "grpo_lessons/integrations/trl_bridge.py",
-             "grpo_lessons/training/cli.py", "grpo_lessons/training/train_config.py"]
+             "grpo_lessons/training/cli.py", "grpo_lessons/training/train_config.py",
+             "grpo_lessons/training/trainer.py", "grpo_lessons/training/update.py",
+             "grpo_lessons/training/train_setup.py"]
 
 
 def _string_constants(node: ast.AST) -> list[str]:

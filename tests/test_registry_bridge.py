@@ -196,13 +196,16 @@ def test_plain_trl_configs_map_to_the_variant_trl_computes(tiny):
     v = variant_for_config(plain_config(tiny, loss_type="dr_grpo"))
     assert isinstance(v, Variant) and v.name not in VARIANTS
     assert (v.advantage_scale, v.objective, v.aggregation) == ("group", "clip", "seq_mean_token_sum_norm")
-    # a config from grpo_config whose deciding fields were overridden is read like a plain one
-    with pytest.raises(ValueError, match="no registry variant"):
-        variant_for_config(grpo_config("grpo", loss_type="luspo"))
+    # a config from grpo_config whose deciding fields were overridden is read like a plain one: LUSPO's loss on
+    # grpo's token-level ratios (TRL accepts it with a warning)
+    v = variant_for_config(grpo_config("grpo", loss_type="luspo"))
+    assert v.name == "luspo[ratio_level=token]" and (v.ratio_level, v.aggregation) == ("token", "seq_mean_token_sum")
 
 
 @pytest.mark.parametrize("fields", [{"loss_type": "dr_grpo"}, {"loss_type": "dapo", "scale_rewards": "none"},
-                                    {"loss_type": "sapo", "beta": 0.04}])
+                                    {"loss_type": "sapo", "beta": 0.04},
+                                    # epsilon_high unset: TRL's cap is epsilon (0.2), not the registry's 5.0
+                                    {"loss_type": "cispo"}])
 def test_a_plain_config_trains_exactly_what_trl_would(fields, tiny):
     """Loss and gradients of GRPOLessonsTrainer(args=plain GRPOConfig) equal TRL's own on the same batch."""
     cfg = plain_config(tiny, **fields)
@@ -216,18 +219,20 @@ def test_a_plain_config_trains_exactly_what_trl_would(fields, tiny):
     assert not ours._own_advantages()  # TRL's advantages are the variant's: the trainer keeps them
 
 
-def test_ambiguous_configs_are_refused(tiny, throwaway):
+def test_ambiguous_configs_fall_back_to_trls_loss(tiny, throwaway):
     # a second objective that TRL's loss_type "dapo" would also select makes a plain dapo config ambiguous
     throwaway(OBJECTIVES, register_objective("clip_copy", clipped_surrogate, params=("epsilon", "epsilon_high"),
                                              trl={"token_mean": "dapo"}))
     throwaway(VARIANTS, register(Variant(name="dapo_copy", title="throwaway", advantage_scale="group",
                                          ratio_level="token", objective="clip_copy", aggregation="token_mean",
                                          citation="a test", loss_defaults={"epsilon": 0.2}, notebook="none")))
-    with pytest.raises(ValueError, match="ambiguous"):
-        variant_for_config(plain_config(tiny))
-    with pytest.raises(ValueError, match="ambiguous"):
-        GRPOLessonsTrainer(model=tiny["path"], args=plain_config(tiny), reward_funcs=[_column(0)],
-                           train_dataset=tiny["ds"], processing_class=tiny["tok"])
+    # TRL accepts the config: no refusal, one warning naming why, and TRL's own loss
+    with pytest.warns(UserWarning, match=r"\['dapo', 'dapo_copy'\] all match.*TRL's own loss"):
+        assert variant_for_config(plain_config(tiny)) is None
+    with pytest.warns(UserWarning, match="TRL's own loss"):
+        t = GRPOLessonsTrainer(model=tiny["path"], args=plain_config(tiny), reward_funcs=[_column(0)],
+                               train_dataset=tiny["ds"], processing_class=tiny["tok"])
+    assert t.variant is None and t.loss_impl == "trl" and not t._own_advantages()
     assert variant_for_config(grpo_config("dapo", output_dir=tiny["out"])) == "dapo"  # a named config is not
 
 

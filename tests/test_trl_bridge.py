@@ -37,7 +37,7 @@ from grpo_lessons.integrations.trl_bridge import (  # noqa: E402
 from grpo_lessons.core.variants import VARIANTS, get_variant  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-NATIVE = ["grpo", "bnpo", "dr_grpo", "dapo", "gspo", "sapo", "2-grpo", "cispo", "vespo"]
+NATIVE = ["grpo", "bnpo", "dr_grpo", "dapo", "gspo", "sapo", "2-grpo", "cispo", "vespo", "luspo"]
 # Variants whose registry entry names no TRL fields (read off the registry, not copied from the bridge): the bridge
 # must agree that TRL cannot compute them, from their pieces alone.
 NOT_IN_TRL = {name for name, v in VARIANTS.items() if not v.trl}
@@ -94,6 +94,8 @@ EXPECTED = {  # the papers' settings (each registry entry cites its arXiv id), a
              "beta": 0.0},
     "gspo": {"loss_type": "grpo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4},
     "gspo_token": {"loss_type": "grpo", "importance_sampling_level": "token", "epsilon": 3e-4, "epsilon_high": 4e-4},
+    "luspo": {"loss_type": "luspo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4,
+              "beta": 0.0},
     "sapo": {"loss_type": "sapo", "sapo_temperature_pos": 1.0, "sapo_temperature_neg": 1.05, "beta": 0.0},
     "2-grpo": {"loss_type": "grpo", "num_generations": 2, "scale_rewards": "group", "beta": 0.0},
     "cispo": {"loss_type": "cispo", "epsilon_high": 5.0, "scale_rewards": "group", "beta": 0.0},
@@ -169,8 +171,10 @@ def test_registry_trl_entries_agree_with_the_pieces():
 def test_variant_for_config_reads_trl_configs_back():
     for name in NATIVE:
         assert variant_for_config(grpo_config(name)) == name
-    with pytest.raises(ValueError, match="no registry variant"):
-        variant_for_config(grpo_config("grpo", loss_type="luspo"))
+    plain = GRPOConfig(output_dir="/tmp/unused", loss_type="luspo", report_to="none", use_cpu=True, bf16=False)
+    v = variant_for_config(plain)  # TRL's default token level: LUSPO's aggregation on token ratios (TRL warns)
+    assert v.name == "luspo[ratio_level=token]" and v.aggregation == "seq_mean_token_sum"
+
 
 
 # -- parity: GRPOLessonsTrainer (policy_loss) vs TRL's native _compute_loss ----------------------------
@@ -289,12 +293,11 @@ def test_gspo_token_in_trl_equals_trls_gspo(tiny):
     assert res["grad_norm"] > 1e-3 and res["dloss"] < 1e-6 and res["dgrad"] < 1e-6, res
 
 
-def test_unsupported_trl_features_fail_clearly(tiny):
-    cfg = small_config("grpo", tiny, top_entropy_quantile=0.5)
-    with pytest.raises(NotImplementedError, match="top_entropy_quantile"):
-        build(GRPOLessonsTrainer, tiny, cfg, variant="grpo")
-    t = build(GRPOLessonsTrainer, tiny, cfg, variant="grpo", loss_impl="trl")  # TRL's loss keeps it
-    assert t.loss_impl == "trl"
+def test_trl_loss_settings_are_the_packages_now(tiny):
+    """top_entropy_quantile, delta and the entropy bonus were refused at construction; the subclass now computes
+    them with policy_loss and matches TRL's loss and gradients."""
+    res = compare("grpo", tiny, seed=4, beta=0.04, top_entropy_quantile=0.5, delta=1.2, entropy_coef=0.1)
+    assert res["grad_norm"] > 1e-3 and res["dloss"] < TOL and res["dgrad"] < TOL, res
 
 
 # -- dynamic sampling inside TRL --------------------------------------------------------------------------

@@ -64,6 +64,20 @@ def trl_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask
     ``sampling_per_token_logps`` and, with ``vllm_importance_sampling_correction=True``, the
     ``importance_sampling_ratio`` TRL's own generation step computes (:func:`trl_sampling_inputs`).
     """
+    out = trl_loss_full(logp, old_logp, adv, mask, ref_logp=ref_logp, sampling_logp=sampling_logp, **config)
+    return out["loss"], out["grad_logp"]
+
+
+def trl_loss_full(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
+                  ref_logp: torch.Tensor | None = None, sampling_logp: torch.Tensor | None = None,
+                  entropy: torch.Tensor | None = None, aux_loss: torch.Tensor | None = None,
+                  router_aux_loss_coef: float | None = None, accumulation_steps: int = 1,
+                  **config) -> dict[str, torch.Tensor]:
+    """:func:`trl_loss` with TRL's entropy and MoE aux-loss inputs: its per-token log-probs function returns
+    ``entropy`` ``(B, T)`` (default zeros) and ``aux_loss`` (a scalar, with ``router_aux_loss_coef``: TRL's
+    ``aux_loss_enabled`` is switched on by hand, the tiny model being no MoE), under ``accumulation_steps``.
+    Returns ``loss`` and the gradients ``grad_logp``, ``grad_entropy``, ``grad_aux`` (zeros where unused) and the
+    trainer (its metrics and entropy-coefficient state)."""
     extra = {}
     if sampling_logp is not None:
         if config.get("vllm_importance_sampling_correction"):
@@ -72,11 +86,13 @@ def trl_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask
             extra = {"sampling_per_token_logps": sampling_logp.detach().clone()}
     trainer = trl_trainer(**config)
     leaf = logp.detach().clone().requires_grad_(True)
+    ent_leaf = (torch.zeros_like(leaf) if entropy is None else entropy.detach().clone()).requires_grad_(True)
+    aux_leaf = None if aux_loss is None else aux_loss.detach().clone().requires_grad_(True)
     B, T = leaf.shape
 
     def fake_logps(model, input_ids, attention_mask, logits_to_keep, **kw):
         assert logits_to_keep == T
-        return leaf, torch.zeros_like(leaf), None
+        return leaf, ent_leaf, (aux_leaf if kw.get("compute_aux_loss") else None)
 
     trainer._get_per_token_logps_and_entropies = fake_logps
     inputs = {
@@ -94,14 +110,22 @@ def trl_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask
         assert torch.allclose(extra.pop("old_per_token_logps") * mask, old_logp * mask)
     inputs.update(extra)
     trainer.model.train()
-    saved_vllm = trainer.use_vllm
+    saved = (trainer.use_vllm, trainer.aux_loss_enabled, trainer.router_aux_loss_coef,
+             trainer.current_gradient_accumulation_steps)
     trainer.use_vllm = "importance_sampling_ratio" in inputs  # TRL applies the weights only on its vLLM path
+    if aux_leaf is not None:
+        trainer.aux_loss_enabled, trainer.router_aux_loss_coef = True, float(router_aux_loss_coef)
+    trainer.current_gradient_accumulation_steps = accumulation_steps
     try:
         loss = trainer._compute_loss(trainer.model, inputs)
     finally:
-        trainer.use_vllm = saved_vllm
-    (grad,) = torch.autograd.grad(loss, leaf)
-    return loss.detach(), grad
+        (trainer.use_vllm, trainer.aux_loss_enabled, trainer.router_aux_loss_coef,
+         trainer.current_gradient_accumulation_steps) = saved
+    leaves = [leaf, ent_leaf] + ([aux_leaf] if aux_leaf is not None else [])
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    grads = [torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)]
+    return {"loss": loss.detach(), "grad_logp": grads[0], "grad_entropy": grads[1],
+            "grad_aux": grads[2] if aux_leaf is not None else None, "trainer": trainer}
 
 
 def trl_sampling_inputs(old_logp: torch.Tensor, sampling_logp: torch.Tensor, mask: torch.Tensor,

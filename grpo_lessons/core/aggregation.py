@@ -110,6 +110,9 @@ def aggregate(
       constant ``max_completion_length``.  TRL ``dr_grpo``; veRL ``seq-mean-token-sum-norm``.  Pass it:
       without it ``L`` is the padded width ``T`` of this batch, so the same completions give different
       losses at different paddings (a ``UserWarning`` says so).
+    * ``seq_mean_token_sum`` (LUSPO, Liu et al. 2026, arXiv 2602.05261): ``(1/B) sum_i sum_t l_{i,t}``, the sum
+      over a completion's tokens, then the mean over completions: with GSPO's sequence ratio each completion's loss
+      is scaled by its length ``|o_i|``, which removes GSPO's bias towards short completions.  TRL ``luspo``.
     * ``prompt_mean`` (ScaleRL, Khatri et al. 2025, arXiv 2510.13786, "prompt-level" loss
       aggregation): the token mean within each prompt's group of ``group_size`` contiguous rows,
       then the mean over prompts: ``(1/P) sum_g (1 / sum_{i in g} |o_i|) sum_{i in g, t} l_{i,t}``.
@@ -152,6 +155,10 @@ def _seq_mean_token_sum_norm(per_token: torch.Tensor, m: torch.Tensor, *, max_co
     return (per_token * m).sum() / (m.shape[0] * length)
 
 
+def _seq_mean_token_sum(per_token: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    return (per_token * m).sum(-1).mean()
+
+
 def _prompt_mean(per_token: torch.Tensor, m: torch.Tensor, *, group_size=None, prompt_weights=None) -> torch.Tensor:
     if prompt_weights is None:
         if group_size is None:
@@ -167,6 +174,7 @@ def _prompt_mean(per_token: torch.Tensor, m: torch.Tensor, *, group_size=None, p
 register_aggregation("seq_mean_token_mean", _seq_mean_token_mean)
 register_aggregation("token_mean", _token_mean, options=("num_items_in_batch",), token_count=True)
 register_aggregation("seq_mean_token_sum_norm", _seq_mean_token_sum_norm, options=("max_completion_length",))
+register_aggregation("seq_mean_token_sum", _seq_mean_token_sum)
 register_aggregation("prompt_mean", _prompt_mean, options=("group_size", "prompt_weights"),
                      batch_weights=prompt_weights)
 

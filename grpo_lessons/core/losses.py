@@ -7,6 +7,7 @@ and :mod:`~grpo_lessons.core.kl`; :mod:`~grpo_lessons.core.variants` says which 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ import torch
 from ._checks import as_float_tensor, check_2d, check_finite, check_mask, check_same_shape
 from .aggregation import aggregate
 from .correction import CORRECTION_MODES, correction_stats, off_policy_sequence_mask, rollout_weights
+from .entropy import high_entropy_mask
 from .kl import kl_estimate
 from .variants import Variant, get_variant
 
@@ -38,13 +40,20 @@ class LossOutput:
     ratio_mean: float  # masked mean of the importance ratio
     per_token_loss: torch.Tensor  # (B, T) before aggregation (detached)
     variant: str
-    params: dict[str, Any]  # the hyper-parameters actually used
+    params: dict[str, Any]  # the hyper-parameters actually used (an option left at None, e.g. delta, is not listed)
     # rollout correction (TIS/MIS) and off-policy sequence mask; None when not used
     is_weight_mean: float | None = None  # masked token mean of the correction weight pi_old/mu after truncate/mask
     is_masked_frac: float | None = None  # share of tokens (token modes) or sequences (sequence modes) set to 0
     is_truncated_frac: float | None = None  # share clamped to [clip_min, clip_max] (truncate modes)
     off_policy_masked_frac: float | None = None  # share of sequences the off-policy sequence mask drops
     extras: dict[str, float] = field(default_factory=dict)  # objective diagnostics, e.g. "vespo/phi_mean"
+    # the regularisers after the aggregation; None when not used
+    policy_kl_loss: torch.Tensor | None = None  # scalar: the aggregated policy term + beta * KL, before the entropy
+    #   bonus and the aux loss (detached) -- what TRL logs as "policy_loss"
+    entropy_mean: float | None = None  # token mean of `entropy` over the completion tokens (TRL's "entropy")
+    entropy_bonus: float | None = None  # the entropy term the loss subtracts entropy_coef times
+    entropy_kept_frac: float | None = None  # share of completion tokens the top-entropy mask keeps
+    aux_loss: float | None = None  # the MoE router aux loss the loss adds aux_loss_coef times
 
     @property
     def clip_frac(self) -> float | None:
@@ -54,6 +63,10 @@ class LossOutput:
 
     def __float__(self) -> float:
         return float(self.loss.detach())
+
+
+def _finite_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _masked_mean(x: torch.Tensor, m: torch.Tensor) -> float:
@@ -84,6 +97,13 @@ def policy_loss(
     divergence=None,
     group_size: int | None = None,
     prompt_weights=None,
+    entropy=None,
+    entropy_coef: float = 0.0,
+    entropy_aggregation: str | None = None,
+    top_entropy_quantile: float = 1.0,
+    entropy_mask=None,
+    aux_loss=None,
+    aux_loss_coef: float = 0.0,
     **options: Any,
 ) -> LossOutput:
     """The GRPO-family policy loss of one batch.
@@ -134,6 +154,26 @@ def policy_loss(
       right after the objective.  TRL ``off_policy_mask_threshold``.
     * ``divergence`` ``(B, T)``: the top-K divergence DPPO's ``dppo_topk_*`` variants need
       (:func:`grpo_lessons.core.divergence.topk_divergence`).
+
+    Entropy and the MoE aux loss (TRL 1.16's order and scaling):
+
+    * ``top_entropy_quantile = rho < 1`` (needs ``entropy`` ``(B, T)``): the policy term keeps only the top-``rho``
+      completion tokens by entropy (Wang et al. 2025, arXiv 2506.01939;
+      :func:`grpo_lessons.core.entropy.high_entropy_mask` over this batch), multiplied in after the off-policy
+      mask and before the sampler correction and ``beta * KL``; the normaliser still counts every token.
+      ``entropy_mask`` ``(B, T)`` gives that mask ready-made instead (a trainer on several processes takes the
+      quantile of the gathered batch).  TRL ``top_entropy_quantile``.
+    * ``entropy_coef = c`` with ``entropy`` ``(B, T)`` (carrying its gradient): ``loss -= c * H`` with ``H`` the
+      token mean of ``entropy`` over the completion tokens the policy term keeps (times the top-entropy mask),
+      whatever the variant's aggregation: TRL ``entropy_coef`` ("the bonus is always the mean per-token entropy").
+      ``entropy_aggregation=<aggregation name>`` aggregates ``H`` as that aggregation does instead (veRL's
+      ``entropy_coeff`` with its ``loss_agg_mode``; the course's trainer passes the variant's own).
+    * ``aux_loss`` (scalar, with its gradient: the router load-balancing loss a Mixture-of-Experts model returns
+      with ``output_router_logits=True``) with ``aux_loss_coef = a``: ``loss += a * aux_loss``.  TRL adds it for
+      every model whose config has ``output_router_logits`` (``router_aux_loss_coef``, default the model's own).
+    The bonus and the aux loss are not divided by the aggregation's normaliser; a trainer that divides the loss
+    for gradient accumulation and wants them divided differently (TRL divides them by the accumulation steps
+    only) scales ``entropy_coef`` / ``aux_loss_coef`` to match.
     """
     v = get_variant(variant)
     lp = as_float_tensor(logp, "logp")
@@ -197,6 +237,44 @@ def policy_loss(
         check_finite(div, "divergence", where=keep)
         div = torch.where(keep, div, torch.zeros_like(div))
 
+    ent = None
+    if entropy is not None:
+        ent = as_float_tensor(entropy, "entropy")
+        if ent.dtype != lp.dtype:
+            ent = ent.to(lp.dtype)
+        check_same_shape(lp, "logp", entropy=ent)
+        check_finite(ent.detach(), "entropy", where=keep)
+        ent = torch.where(keep, ent, torch.zeros_like(ent))
+    if not _finite_number(entropy_coef):
+        raise ValueError(f"entropy_coef must be a finite number, got {entropy_coef!r}")
+    if entropy_coef != 0.0 and ent is None:
+        raise ValueError("entropy_coef != 0 needs entropy=, the (B, T) per-token entropies of the current policy "
+                         "(grpo_lessons.core.shaping.token_entropy of the tempered logits)")
+    if isinstance(top_entropy_quantile, bool) or not 0.0 <= float(top_entropy_quantile) <= 1.0:
+        raise ValueError(f"top_entropy_quantile must be in [0, 1], got {top_entropy_quantile!r}")
+    ent_mask = None
+    if entropy_mask is not None:
+        if top_entropy_quantile < 1.0:
+            raise ValueError("pass top_entropy_quantile or entropy_mask, not both")
+        ent_mask = check_mask(as_float_tensor(entropy_mask, "entropy_mask")).to(lp.dtype)
+        check_same_shape(lp, "logp", entropy_mask=ent_mask)
+        ent_mask = ent_mask * m
+    elif top_entropy_quantile < 1.0:
+        if ent is None:
+            raise ValueError("top_entropy_quantile < 1 needs entropy=, the (B, T) per-token entropies")
+        ent_mask = high_entropy_mask(ent, m, float(top_entropy_quantile))  # (B, T)
+    aux = None
+    if aux_loss is not None:
+        aux = as_float_tensor(aux_loss, "aux_loss")
+        if aux.dim() != 0:
+            raise ValueError(f"aux_loss must be a scalar, got shape {tuple(aux.shape)}")
+        check_finite(aux.detach(), "aux_loss")
+    if not _finite_number(aux_loss_coef):
+        raise ValueError(f"aux_loss_coef must be a finite number, got {aux_loss_coef!r}")
+    if aux_loss_coef != 0.0 and aux is None:
+        raise ValueError("aux_loss_coef != 0 needs aux_loss=, the MoE router load-balancing loss "
+                         "(the model's output with output_router_logits=True)")
+
     # Hyper-parameters: explicit arguments, then options, then the paper's defaults.
     objective = v.objective_piece
     fn, accepted = objective.fn, objective.params
@@ -255,6 +333,8 @@ def policy_loss(
     if off_policy_mask_threshold is not None:
         opsm = off_policy_sequence_mask(a, lp, slp if slp is not None else olp, m, off_policy_mask_threshold)  # (B, 1)
         per_token = per_token * opsm
+    if ent_mask is not None:  # the top-entropy tokens alone carry the policy gradient (arXiv 2506.01939)
+        per_token = per_token * ent_mask
     if is_w is not None and "is_weights" not in needs:
         per_token = per_token * is_w
     surrogate_tok = per_token.detach()
@@ -272,6 +352,19 @@ def policy_loss(
     # 5. aggregation: the one place the loss is normalised
     loss = aggregate(per_token, m, v.aggregation, **agg_kw)
     surrogate = aggregate(surrogate_tok, m, v.aggregation, **agg_kw)
+    policy_kl = loss.detach()
+
+    # 6. the regularisers: - entropy_coef * H (on the tokens the policy term keeps), + aux_loss_coef * aux
+    bonus = None
+    if ent is not None and entropy_coef != 0.0:
+        m_eff = m if ent_mask is None else m * ent_mask  # (B, T)
+        if entropy_aggregation is None:
+            bonus = (ent * m_eff).sum() / m_eff.sum().clamp(min=1.0)  # TRL: the token mean, whatever the loss_type
+        else:
+            bonus = aggregate(ent, m_eff, entropy_aggregation, **agg_kw)
+        loss = loss - entropy_coef * bonus
+    if aux is not None and aux_loss_coef != 0.0:
+        loss = loss + aux_loss_coef * aux.to(loss.dtype)
 
     diag: dict[str, Any] = {}
     if rollout_correction is not None:
@@ -295,7 +388,12 @@ def policy_loss(
         ratio_mean=_masked_mean(ratio.detach(), m),
         per_token_loss=per_token.detach(),
         variant=v.name,
-        params=dict(params),
+        params={k: value for k, value in params.items() if value is not None},  # an option left off is unused
         extras=extras,
+        policy_kl_loss=policy_kl,
+        entropy_mean=None if ent is None else _masked_mean(ent.detach(), m),
+        entropy_bonus=None if bonus is None else float(bonus.detach()),
+        entropy_kept_frac=None if ent_mask is None else _masked_mean(ent_mask, m),
+        aux_loss=None if aux is None else float(aux.detach()),
         **diag,
     )

@@ -49,7 +49,8 @@ class ObjectiveOut(NamedTuple):
 
 
 def clipped_surrogate(
-    ratio: torch.Tensor, adv: torch.Tensor, *, epsilon: float, epsilon_high: float | None = None
+    ratio: torch.Tensor, adv: torch.Tensor, *, epsilon: float, epsilon_high: float | None = None,
+    delta: float | None = None,
 ) -> ObjectiveOut:
     """PPO/GRPO clip: ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)``.
 
@@ -57,13 +58,26 @@ def clipped_surrogate(
     (Yu et al. 2025, arXiv 2503.14476, Eq. (10)) with ``epsilon_high > epsilon``.  The min makes
     the upper bound bind only for ``A > 0`` and the lower bound only for ``A < 0``.
     TRL ``epsilon`` / ``epsilon_high``; veRL ``clip_ratio_low`` / ``clip_ratio_high``.
+
+    ``delta``: INTELLECT-2's two-sided clip (Prime Intellect 2025, arXiv 2505.07291): the unclipped branch uses
+    ``min(r, delta)``, ``-min(min(r, delta) A, clip(r, 1 - eps_low, 1 + eps_high) A)``, so a token with ``A < 0``
+    whose ratio ran far up (where the plain clip leaves ``r A`` unbounded) contributes at most ``delta A`` and no
+    gradient beyond ``delta``; for ``A > 0`` nothing changes when ``delta >= 1 + eps_high`` (TRL advises
+    ``delta > 1 + epsilon``).  TRL ``GRPOConfig(delta=...)``; the clip fractions are read off ``min(r, delta)``,
+    as TRL's.
     """
     eps_high = epsilon if epsilon_high is None else epsilon_high
-    loss1 = -adv * ratio  # unclipped branch
+    if delta is not None:
+        if not delta > 0:
+            raise ValueError(f"delta (the two-sided clip's bound on r) must be > 0, got {delta!r}")
+        ratio_1 = torch.clamp(ratio, max=delta)  # the two-sided bound on the unclipped branch
+    else:
+        ratio_1 = ratio
+    loss1 = -adv * ratio_1  # unclipped branch
     loss2 = -adv * torch.clamp(ratio, 1.0 - epsilon, 1.0 + eps_high)  # clipped branch
     per_token = torch.maximum(loss1, loss2)  # max of losses == -min of objectives
-    clipped_low = (ratio < 1.0 - epsilon) & (adv < 0)
-    clipped_high = (ratio > 1.0 + eps_high) & (adv > 0)
+    clipped_low = (ratio_1 < 1.0 - epsilon) & (adv < 0)
+    clipped_high = (ratio_1 > 1.0 + eps_high) & (adv > 0)
     return ObjectiveOut(per_token, clipped_low, clipped_high)
 
 
@@ -340,8 +354,10 @@ def _dppo_topk(params: Mapping[str, Any]) -> str | None:
 
 
 _EPS_FIELDS = {"epsilon": "epsilon", "epsilon_high": "epsilon_high"}
-register_objective("clip", clipped_surrogate, params=("epsilon", "epsilon_high"), trl_fields=_EPS_FIELDS,
-                   trl={"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"},
+register_objective("clip", clipped_surrogate, params=("epsilon", "epsilon_high", "delta"),
+                   trl_fields={**_EPS_FIELDS, "delta": "delta"},
+                   trl={"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo",
+                        "seq_mean_token_sum": "luspo"},
                    trl_fallback="dapo")
 register_objective("sapo", sapo_surrogate, params=("tau_pos", "tau_neg"), trl={"seq_mean_token_mean": "sapo"},
                    trl_fields={"tau_pos": "sapo_temperature_pos", "tau_neg": "sapo_temperature_neg"})

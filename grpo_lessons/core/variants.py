@@ -225,6 +225,21 @@ register(Variant(
 ))
 
 register(Variant(
+    name="luspo",
+    title="LUSPO (Length-Unbiased Sequence Policy Optimization)",
+    advantage_scale="group", ratio_level="sequence", objective="clip", aggregation="seq_mean_token_sum",
+    citation="Liu et al. 2026, Length-Unbiased Sequence Policy Optimization, arXiv 2602.05261",
+    loss_defaults={"epsilon": 3e-4, "epsilon_high": 4e-4},
+    train_defaults={"beta": 0.0},
+    trl={"loss_type": "luspo", "importance_sampling_level": "sequence", "scale_rewards": "group",
+         "epsilon": 3e-4, "epsilon_high": 4e-4, "beta": 0.0},
+    notebook="08_gspo.ipynb",
+    notes="GSPO with each completion's loss scaled by its length |o_i| (a token sum per completion, then the mean "
+          "over completions), which removes GSPO's pull towards short completions. LUSPO changes only that weight: "
+          "the clip range kept here is GSPO's.",
+))
+
+register(Variant(
     name="gspo_token",
     title="GSPO-token",
     advantage_scale="group", ratio_level="sequence_token", objective="clip", aggregation="seq_mean_token_mean",

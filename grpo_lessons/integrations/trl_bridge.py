@@ -24,6 +24,12 @@ Two pieces:
 :func:`make_trainer` picks TRL's own trainer where TRL has the variant and nothing else is asked
 for, and the subclass otherwise.
 
+The subclass is a drop-in for ``GRPOTrainer``: every ``GRPOConfig`` TRL accepts builds and trains, with
+:func:`grpo_lessons.policy_loss` where the registry has the exact computation (every ``loss_type`` at either
+``importance_sampling_level``, LUSPO, ``delta``, ``top_entropy_quantile``, the entropy bonus with its adaptive
+coefficient, the MoE router aux loss, image inputs) and TRL's own loss, with a one-line warning saying why,
+where it has not (:func:`variant_for_config` returns ``None``).
+
 Nothing here switches on the name of a variant or a piece: every TRL field is read off the registry entries of
 the variant's pieces (an advantage scale's ``trl`` fields, a ratio level's ``importance_sampling_level``, an
 objective's ``loss_type`` per aggregation and its hyper-parameter fields, a rollout correction's
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 import warnings
 from typing import Any
 
@@ -43,6 +50,7 @@ from trl import GRPOConfig, GRPOTrainer
 from grpo_lessons.core.advantages import ADVANTAGE_SCALES
 from grpo_lessons.core.correction import CORRECTION_MODES
 from grpo_lessons.core.divergence import topk_divergence
+from grpo_lessons.core.entropy import adaptive_entropy_coef, entropy_pool, gated_entropy_coef, high_entropy_mask
 from grpo_lessons.core.losses import policy_loss
 from grpo_lessons.core.ratios import RATIO_LEVELS
 from grpo_lessons.core.shaping import informative_groups
@@ -196,7 +204,7 @@ def _pieces(v: Variant) -> tuple[str, str, str, str]:
     return (v.advantage_scale, v.ratio_level, v.objective, v.aggregation)
 
 
-def variant_for_config(args) -> str | Variant:
+def variant_for_config(args) -> str | Variant | None:
     """The variant ``args`` (a GRPOConfig) trains: the name it carries, or what TRL computes with its fields.
 
     * A :class:`GRPOLessonsConfig` from :func:`grpo_config` names its variant; that name is returned while the
@@ -209,8 +217,9 @@ def variant_for_config(args) -> str | Variant:
       the loss of the registered variant of that ``loss_type`` and the ratio level and advantage scale TRL's
       fields select, named after both (``"dr_grpo[advantage_scale=group]"``).
 
-    Raises ``ValueError`` where that is ambiguous (several registered combinations fit the fields) or where no
-    registered piece fits (an unknown ``loss_type``): pass ``variant=`` then.
+    Never raises for a config TRL accepts: where no registered combination is exactly what TRL computes with these
+    fields (several fit, or none does), it warns in one line naming why and returns ``None``, meaning "TRL's own
+    loss" (:class:`GRPOLessonsTrainer` then keeps ``loss_impl="trl"``); pass ``variant=`` to choose one.
     """
     named = getattr(args, "variant", None)
     if named is not None:
@@ -224,21 +233,21 @@ def variant_for_config(args) -> str | Variant:
         most = max(len(_trl_signature(v)) for v in exact)
         best = [v for v in exact if len(_trl_signature(v)) == most]
         if len({_pieces(v) for v in best}) > 1:
-            raise ValueError(f"ambiguous GRPOConfig: registered variants {[v.name for v in best]} all match "
-                             f"loss_type={loss_type!r}, importance_sampling_level={level!r}; pass variant=")
+            return _trl_fallback(f"registered variants {[v.name for v in best]} all match loss_type={loss_type!r}, "
+                                 f"importance_sampling_level={level!r}")
         return best[0].name
     same_loss = [v for v in native if _trl_signature(v)["loss_type"] == loss_type
                  and v.fixed_group_size in (None, getattr(args, "num_generations", None))]
     levels = [r.name for r in RATIO_LEVELS.values() if r.trl == level]
     scales = [s.name for s in ADVANTAGE_SCALES.values() if s.trl is not None and _matches(args, dict(s.trl))]
     if not same_loss or not levels or not scales:
-        raise ValueError(
-            f"no registry variant matches loss_type={loss_type!r}, importance_sampling_level={level!r}, "
+        return _trl_fallback(
+            f"no registered pieces compute loss_type={loss_type!r}, importance_sampling_level={level!r}, "
             f"scale_rewards={getattr(args, 'scale_rewards', None)!r}, multi_objective_aggregation="
-            f"{getattr(args, 'multi_objective_aggregation', None)!r}; pass variant= explicitly")
+            f"{getattr(args, 'multi_objective_aggregation', None)!r}")
     if len({(v.objective, v.aggregation) for v in same_loss}) > 1 or len(levels) > 1 or len(scales) > 1:
-        raise ValueError(f"ambiguous GRPOConfig: loss_type={loss_type!r} fits variants {[v.name for v in same_loss]}, "
-                         f"ratio levels {levels}, advantage scales {scales}; pass variant=")
+        return _trl_fallback(f"loss_type={loss_type!r} fits variants {[v.name for v in same_loss]}, ratio levels "
+                             f"{levels}, advantage scales {scales}")
     base = same_loss[0]
     changed = {k: new for k, new in (("ratio_level", levels[0]), ("advantage_scale", scales[0]))
                if getattr(base, k) != new}
@@ -247,11 +256,18 @@ def variant_for_config(args) -> str | Variant:
                                trl={"loss_type": loss_type}, **changed)
 
 
-def _resolve_variant(variant: str | Variant | None, args) -> Variant:
+def _trl_fallback(why: str) -> None:
+    warnings.warn(f"GRPOConfig: {why}; training with TRL's own loss (pass variant= to choose a registry variant)",
+                  stacklevel=3)
+    return None
+
+
+def _resolve_variant(variant: str | Variant | None, args) -> Variant | None:
     """The variant a trainer trains: ``variant`` when given (warning if ``args`` names another), else
-    :func:`variant_for_config` of ``args``."""
+    :func:`variant_for_config` of ``args`` (``None``: no registry variant is what TRL computes, TRL's loss)."""
     if variant is None:
-        return get_variant(variant_for_config(args))
+        found = variant_for_config(args)
+        return None if found is None else get_variant(found)
     v = get_variant(variant)
     named = getattr(args, "variant", None)
     if named is not None and named != v.name:
@@ -320,6 +336,13 @@ def _pad_value(key: str, pad_token_id: int) -> int:
 
 # -- the trainer --------------------------------------------------------------------------------------
 
+# The keyword inputs TRL's per-token log-prob function takes besides the token ids and its own switches (image
+# tensors, image_grid_thw, token types, ...), read off its signature: TRL's loss passes each from the batch.
+_MODEL_INPUTS: tuple[str, ...] = tuple(
+    name for name in inspect.signature(GRPOTrainer._get_per_token_logps_and_entropies).parameters
+    if name not in ("self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size",
+                    "compute_entropy", "compute_aux_loss"))
+
 
 class GRPOLessonsTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` with the loss of :func:`grpo_lessons.policy_loss` and optional dynamic sampling.
@@ -355,10 +378,16 @@ class GRPOLessonsTrainer(GRPOTrainer):
     :func:`grpo_lessons.variant_advantages` of the gathered rewards (the whole generation batch, every
     process).  An aggregation normalised over the whole batch (ScaleRL's ``prompt_mean``) gets its per-row
     weights before TRL shuffles the batch.
-    What ``policy_loss`` cannot express raises ``NotImplementedError`` at construction
-    (``top_entropy_quantile``, ``delta``, the entropy bonus, the MoE aux loss): use ``loss_impl="trl"``
-    for those.  DPPO's top-K variants: TRL keeps no sampler top-K, so the trainer keeps ``pi_old``'s top
-    ``dppo_top_k`` log-probs per position at generation time (the paper's "recompute" anchor) and, at
+    Every setting TRL's own loss reads is honoured, as TRL computes it: ``delta`` (INTELLECT-2's two-sided clip,
+    an option of the clip objective), ``top_entropy_quantile`` (the top-entropy token mask, its threshold taken
+    over every process's tokens), ``entropy_coef`` / ``use_adaptive_entropy`` (the entropy bonus, a token mean
+    divided by the accumulation steps only, and Skywork-OR1's coefficient controller updated once per optimizer
+    step with TRL's own state, so checkpoints carry it), the MoE router aux loss (on for every model whose config
+    has ``output_router_logits``, weighted by ``router_aux_loss_coef``), and every model input TRL passes (image
+    tensors, ``image_grid_thw``, token types) reaches the forward.  A config whose loss no registry variant is
+    exactly (:func:`variant_for_config` returns ``None``, with a warning saying why) and per-token ``(B, T)``
+    advantages keep TRL's own loss.  DPPO's top-K variants: TRL keeps no sampler top-K, so the trainer keeps
+    ``pi_old``'s top ``dppo_top_k`` log-probs per position at generation time (the paper's "recompute" anchor) and, at
     each loss, runs one extra no-grad forward for the current logits to get the divergence
     (:func:`grpo_lessons.core.divergence.topk_divergence`).  Dynamic sampling recomputes
     nothing TRL computed: refill groups keep the advantages of the batch they were scored in (exact
@@ -372,7 +401,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
         if loss_impl not in ("grpo_lessons", "trl"):
             raise ValueError(f"loss_impl must be 'grpo_lessons' or 'trl', got {loss_impl!r}")
         self.variant = _resolve_variant(variant, self.args)
-        self.loss_impl = loss_impl
+        self.loss_impl = "trl" if self.variant is None else loss_impl  # None: no registry variant is TRL's loss
         self.dynamic_sampling = bool(dynamic_sampling)
         if max_sampling_rounds < 0:
             raise ValueError(f"max_sampling_rounds must be >= 0, got {max_sampling_rounds}")
@@ -389,8 +418,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
 
     def _check_supported(self) -> None:
         a, v = self.args, self.variant
-        scale = v.scale_piece
-        if scale.trl is not None and not _matches(a, dict(scale.trl)):
+        scale = None if v is None else v.scale_piece
+        if scale is not None and scale.trl is not None and not _matches(a, dict(scale.trl)):
             asked = {k: getattr(a, k, None) for k in scale.trl}
             warnings.warn(
                 f"variant {v.name!r} uses advantage scale {v.advantage_scale!r} (TRL: {dict(scale.trl)}) but args "
@@ -400,32 +429,21 @@ class GRPOLessonsTrainer(GRPOTrainer):
         if self.dynamic_sampling:
             if not hasattr(self.train_dataset, "__getitem__") or not hasattr(self.train_dataset, "__len__"):
                 raise NotImplementedError("dynamic_sampling draws refill prompts by index: use a map-style Dataset")
-        if self.loss_impl == "trl":
-            return
-        unsupported = []
-        if a.top_entropy_quantile < 1.0:
-            unsupported.append("top_entropy_quantile < 1")
-        if a.delta is not None:
-            unsupported.append("delta (two-sided clip)")
-        if a.entropy_coef != 0.0 or a.use_adaptive_entropy:
-            unsupported.append("entropy_coef / use_adaptive_entropy")
-        if self.aux_loss_enabled:
-            unsupported.append("MoE router aux loss")
-        if unsupported:
-            raise NotImplementedError(
-                f"GRPOLessonsTrainer(loss_impl='grpo_lessons') does not implement: {', '.join(unsupported)}. "
-                "Turn them off, or pass loss_impl='trl' to keep TRL's loss."
-            )
 
     # ---- the loss ------------------------------------------------------------------------------
 
     def _loss_params(self) -> dict[str, Any]:
+        """The objective's hyper-parameters from ``args``, as TRL reads them: an unset ``epsilon_high`` is
+        ``epsilon`` (TRL's trainer resolves it so: CISPO's cap is then 0.2, DAPO's upper clip 1.2), then
+        ``loss_options``."""
         params = {}
         fields = self.variant.objective_piece.trl_fields
+        resolved = {"epsilon": self.epsilon_low, "epsilon_high": self.epsilon_high}  # GRPOConfig field -> TRL's value
         for name in self.variant.loss_params:
             field = fields.get(name)
-            if field is not None and getattr(self.args, field, None) is not None:
-                params[name] = getattr(self.args, field)
+            value = resolved[field] if field in resolved else getattr(self.args, field, None) if field else None
+            if value is not None:
+                params[name] = value
         params.update(self.loss_options)
         return params
 
@@ -437,6 +455,13 @@ class GRPOLessonsTrainer(GRPOTrainer):
     def _compute_loss(self, model, inputs):
         if self.loss_impl == "trl":
             return super()._compute_loss(model, inputs)
+        adv = inputs["advantages"]
+        if adv.dim() != 1:  # a subclass handing TRL per-token advantages: policy_loss takes one per completion
+            if not getattr(self, "_warned_token_adv", False):
+                warnings.warn("advantages of shape (B, T): policy_loss takes one per completion; this batch uses "
+                              "TRL's own loss", stacklevel=2)
+                self._warned_token_adv = True
+            return super()._compute_loss(model, inputs)
         prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
         completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (B, P + T)
@@ -444,14 +469,14 @@ class GRPOLessonsTrainer(GRPOTrainer):
         logits_to_keep = completion_ids.size(1)  # T
         mask = completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]  # (B, T)
 
-        logps, entropies, _ = self._get_per_token_logps_and_entropies(
-            model, input_ids, attention_mask, logits_to_keep, compute_entropy=True
-        )  # (B, T), (B, T)
+        # every model input TRL's loss passes (image tensors, image_grid_thw, token types) reaches the forward;
+        # a MoE model also returns its router load-balancing loss
+        logps, entropies, aux_loss = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, compute_entropy=True,
+            compute_aux_loss=self.aux_loss_enabled, **{k: inputs.get(k) for k in _MODEL_INPUTS},
+        )  # (B, T), (B, T), scalar or None
         old = inputs.get("old_per_token_logps")
         old = logps.detach() if old is None else old  # on-policy: ratio exactly 1
-        adv = inputs["advantages"]
-        if adv.dim() != 1:
-            raise NotImplementedError("policy_loss takes one advantage per completion, (B,)")
         off_policy = self._off_policy_kwargs(inputs, old)
 
         training = self.model.training
@@ -469,15 +494,71 @@ class GRPOLessonsTrainer(GRPOTrainer):
             # average over processes and spread the batch over its accumulation window, as TRL does for dapo
             divide_by = accum / self.args.steps_per_generation if training else 1
             divide_by = divide_by / self.accelerator.num_processes
+        regularisers = self._regulariser_kwargs(entropies, mask, aux_loss, scale=divide_by / accum)
         out = policy_loss(
             logps, old, adv, mask, variant=self.variant,
             beta=self.beta, ref_logp=inputs.get("ref_per_token_logps") if self.beta != 0.0 else None,
             max_completion_length=self.max_completion_length,
             kl_importance_weighted=self.args.use_bias_correction_kl,
-            num_items_in_batch=num_items, **off_policy, **self._loss_params(),
+            num_items_in_batch=num_items, **off_policy, **regularisers, **self._loss_params(),
         )
+        self._adaptive_entropy_step(entropies, mask, regularisers.get("entropy_mask"))
         self._log_loss_metrics(out, entropies, mask)
         return out.loss / divide_by
+
+    def _regulariser_kwargs(self, entropies: torch.Tensor, mask: torch.Tensor, aux_loss, *,
+                            scale: float) -> dict[str, Any]:
+        """policy_loss's top-entropy mask, entropy bonus and aux-loss arguments, as TRL's settings ask.
+
+        ``policy_loss`` adds ``- c H + a aux`` to the aggregated loss, which this trainer then divides by
+        ``divide_by``; TRL divides those two terms by the accumulation steps alone, so ``c`` and ``a`` come in
+        multiplied by ``scale = divide_by / accumulation steps``.
+        """
+        kw: dict[str, Any] = {}
+        if self.top_entropy_quantile < 1.0:  # one threshold for the whole batch, every process's tokens
+            kw["entropy_mask"] = high_entropy_mask(entropies, mask, self.top_entropy_quantile,
+                                                   pool=self._entropy_pool(entropies, mask))  # (B, T)
+        if self._entropy_bonus_enabled:
+            coef = self.entropy_coef
+            if self.use_adaptive_entropy:  # the coefficient and gate of the last optimizer step hold for this one
+                coef = gated_entropy_coef(coef, self._last_world_entropy, self.args.entropy_target)
+            kw.update(entropy=entropies, entropy_coef=float(coef) * scale)
+        if self.aux_loss_enabled:
+            kw.update(aux_loss=aux_loss, aux_loss_coef=float(self.router_aux_loss_coef) * scale)
+        return kw
+
+    def _entropy_pool(self, entropies: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The completion tokens' entropies of every process (``(n,)``), for one top-entropy threshold."""
+        local = entropy_pool(entropies, mask)  # (n_local,)
+        if self.accelerator.num_processes == 1:
+            return local
+        sentinel = -1.0  # entropies are >= 0, so the padding cannot be mistaken for one
+        padded = self.accelerator.pad_across_processes(local, dim=0, pad_index=sentinel)
+        gathered = self.accelerator.gather(padded)
+        return gathered[gathered != sentinel]
+
+    def _adaptive_entropy_step(self, entropies: torch.Tensor, mask: torch.Tensor, entropy_mask) -> None:
+        """Skywork-OR1's controller (:func:`grpo_lessons.core.entropy.adaptive_entropy_coef`): sum the entropy of the
+        tokens the bonus acts on over the accumulation window, and at the optimizer step update ``entropy_coef``
+        from the window's token mean over every process.  Logs ``entropy_coef`` per optimizer step, as TRL."""
+        if not self._entropy_bonus_enabled or not self.model.training:
+            return
+        if self.use_adaptive_entropy:
+            m = mask.to(entropies.dtype) if entropy_mask is None else mask.to(entropies.dtype) * entropy_mask
+            stats = torch.stack([(entropies.detach() * m).sum(), m.sum()])  # (2,) entropy sum, token count
+            window = getattr(self, "_entropy_window_stats", None)
+            self._entropy_window_stats = stats if window is None else window + stats
+            if self.accelerator.sync_gradients:
+                total = self.accelerator.reduce(self._entropy_window_stats, reduction="sum")
+                world_entropy = float(total[0] / total[1].clamp(min=1.0))
+                a = self.args
+                self.entropy_coef = adaptive_entropy_coef(self.entropy_coef, world_entropy, target=a.entropy_target,
+                                                          step=a.entropy_coef_delta, coef_min=a.entropy_coef_min,
+                                                          coef_max=a.entropy_coef_max)
+                self._last_world_entropy = world_entropy
+                self._entropy_window_stats = None
+        if self.accelerator.sync_gradients:
+            self._metrics["train"]["entropy_coef"].append(self.entropy_coef)
 
     def _off_policy_kwargs(self, inputs, old: torch.Tensor) -> dict[str, Any]:
         """policy_loss's off-policy arguments from TRL's batch: sampler log-probs, correction, masks, weights."""
@@ -513,6 +594,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
         """``"tv"`` / ``"kl"`` when the objective needs a top-K divergence with these options (DPPO's top-K
         variants), else None."""
         v = self.variant
+        if v is None:
+            return None
         return v.objective_piece.divergence_kind({**v.loss_defaults, **self.loss_options})
 
     @torch.no_grad()
@@ -541,7 +624,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
             self._log_mean("clip_ratio/low_mean", out.clip_frac_low)
             self._log_mean("clip_ratio/high_mean", out.clip_frac_high)
             self._log_mean("clip_ratio/region_mean", out.clip_frac)
-        self._log_mean("policy_loss", float(out.policy_loss))
+        self._log_mean("policy_loss", float(out.policy_kl_loss))  # TRL's: the policy term + beta KL
+        self._log_mean("aux_loss", out.aux_loss)
         for name in ("is_weight_mean", "is_masked_frac", "is_truncated_frac", "off_policy_masked_frac"):
             self._log_mean(f"off_policy/{name}", getattr(out, name, None))
         for name, value in out.extras.items():
@@ -551,6 +635,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
 
     def _own_advantages(self) -> bool:
         """Whether TRL's advantages are not the variant's: its scale has no TRL setting, or ``args`` hold another."""
+        if self.variant is None:  # TRL's own loss and advantages
+            return False
         trl = self.variant.scale_piece.trl
         return trl is None or not _matches(self.args, dict(trl))
 
@@ -578,7 +664,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
     def _informative(self, num_generations: int) -> torch.Tensor:
         """``(N // G,)`` bool: groups of the last scored batch whose reward is not constant."""
         r = self._last_rewards_per_func
-        if self.variant.scale_piece.per_reward or self.multi_objective_aggregation == "normalize_then_sum":
+        per_reward = self.variant is not None and self.variant.scale_piece.per_reward
+        if per_reward or self.multi_objective_aggregation == "normalize_then_sum":
             cols = [informative_groups(torch.nan_to_num(r[:, k]).cpu(), num_generations) for k in range(r.shape[1])]
             return torch.stack(cols).any(dim=0)
         total = (r * self.reward_weights.to(r.device).unsqueeze(0)).nansum(dim=1)
@@ -601,6 +688,10 @@ class GRPOLessonsTrainer(GRPOTrainer):
         if self.loss_impl == "trl":
             return batch
         if self._topk_kind() is not None:
+            vision = sorted(k for k in _MODEL_INPUTS if batch.get(k) is not None)
+            if vision:
+                raise NotImplementedError(f"DPPO's top-K divergence re-runs the model on token ids alone; this batch "
+                                          f"also has {vision}")
             ids, lps = [], []
             for rows in self._row_chunks(batch):
                 logp_old = torch.log_softmax(self._completion_logits(self.model, batch, rows), dim=-1)  # (b, T, V)

@@ -103,8 +103,7 @@ def check_prompt_lengths(tokenizer, model, rows_by_name: dict[str, Sequence[dict
 
 def record_topk(cfg: TrainConfig, variant: Variant) -> int:
     """How many top-K ids per position the sampler records: ``cfg.topk`` for DPPO's top-K variants, else 0."""
-    topk_variant = variant.objective == "dppo" and str(variant.loss_defaults.get("kind", "")).startswith("topk")
-    return cfg.topk if topk_variant else 0
+    return cfg.topk if variant.objective_piece.divergence_kind(variant.loss_defaults) is not None else 0
 
 
 def prepare_model(cfg: TrainConfig, model):

@@ -65,7 +65,7 @@ import torch
 
 from . import records
 from grpo_lessons.core.variants import variant_advantages
-from grpo_lessons.core.aggregation import prompt_weights
+from grpo_lessons.core.correction import CORRECTION_MODES
 from grpo_lessons.core.losses import policy_loss
 from .records import CHECKPOINT_NAME, METRICS_NAME, PromptStream, TrainResult, load_history
 from .rollout import Rollout, concat_rollouts, generate_completions, rollout_logps
@@ -228,7 +228,7 @@ class Trainer(records.RunRecords):
             need = cfg.prompts_per_step - sum(len(r) for r in kept_rows)
             rows, ro, r, parts, pen, R = self.sample_round(need)
             # (need,) bool; GDPO normalises each reward function apart: a group is informative if any column varies
-            informative = informative_groups(R if self.variant.advantage_scale == "decoupled" else r, G)
+            informative = informative_groups(R if self.variant.scale_piece.per_reward else r, G)
             zero_std += int((~informative).sum())
             groups_seen += len(rows)
             seen.append((ro, r, parts, pen))
@@ -287,13 +287,16 @@ class Trainer(records.RunRecords):
             return dict(EMPTY_UPDATE)
         if not bool((batch.loss_mask > 0).any()):  # e.g. every completion truncated under overlong filtering
             return {**EMPTY_UPDATE, "loss": 0.0, "policy_loss": 0.0, "kl": 0.0 if self.beta > 0 else None}
-        token_mean = v.aggregation == "token_mean"
+        token_mean = v.aggregation_piece.token_count  # normalised by the whole batch's token count
         # ScaleRL's prompt_mean: each row's weight 1 / (P n_g) from the whole batch, so micro-batches add up exactly
-        pw = prompt_weights(batch.loss_mask, cfg.group_size) if v.aggregation == "prompt_mean" else None
+        batch_weights = v.aggregation_piece.batch_weights
+        pw = batch_weights(batch.loss_mask, cfg.group_size) if batch_weights is not None else None
         total_tokens = float(batch.loss_mask.sum())
         slp = batch.rollout.sampling_logps  # (N, T) the sampler's log-probs, or None
         correction = correction_settings(cfg, v, slp)
-        tally = LossTally(cfg.mu, token_modes=(cfg.rollout_correction or "").startswith("token"))
+        token_modes = (cfg.rollout_correction is not None
+                       and not CORRECTION_MODES.lookup(cfg.rollout_correction, "rollout_correction").sequence)
+        tally = LossTally(cfg.mu, token_modes=token_modes)
         old_seen = []  # the first pass's pi_old per micro-batch, for the mismatch columns
         for it in range(cfg.mu):
             self.optimizer.zero_grad(set_to_none=True)

@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 import torch
 
-from grpo_lessons.core.aggregation import aggregate
 from grpo_lessons.core.divergence import topk_divergence
 from grpo_lessons.core.losses import LossOutput, policy_loss
 from .rollout import Rollout, rollout_logps
@@ -60,8 +59,8 @@ def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: tor
     """
     v = get_variant(variant)
     sl = rows if rows is not None else slice(0, len(rollout))
-    kind = str(v.loss_defaults.get("kind", "")) if v.objective == "dppo" else ""
-    need_logits = bool(entropy_coef) or kind.startswith("topk")
+    topk = v.objective_piece.divergence_kind(v.loss_defaults)  # "tv" / "kl" for DPPO's top-K variants, else None
+    need_logits = bool(entropy_coef) or topk is not None
     with autocast(model, precision):
         logp = rollout_logps(model, rollout, temperature, rows=sl, return_logits=need_logits)  # (b, T)
     logits = None
@@ -72,27 +71,25 @@ def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: tor
     extra = {}
     if correction:
         extra = dict(correction, sampling_logp=correction["sampling_logp"][sl])
-    if kind.startswith("topk"):
+    if topk is not None:
         if rollout.sampler_topk_ids is None:
             raise ValueError(f"variant {v.name!r} needs the sampler's top-K (generate_completions(record_topk=K))")
         with torch.no_grad():  # the trust region is a mask: no gradient through D
             extra["divergence"] = topk_divergence(
                 rollout.sampler_topk_ids[sl], rollout.sampler_topk_logps[sl], logits.detach().float(),
-                rollout.completion_ids[sl], kind[len("topk_"):], temperature=1.0,
+                rollout.completion_ids[sl], topk, temperature=1.0,
                 sampled_logp=rollout.sampling_logps[sl])  # (b, T)
     agg_kw = {"max_completion_length": max_completion_length, "num_items_in_batch": num_items_in_batch,
               "group_size": group_size, "prompt_weights": None if prompt_weights is None else prompt_weights[sl]}
+    if entropy_coef:  # the bonus aggregated as the variant aggregates its loss (veRL's entropy_coeff)
+        extra.update(entropy=token_entropy(logits), entropy_coef=entropy_coef, entropy_aggregation=v.aggregation)
     out = loss_fn(
         logp, old, advantages[sl], mask, variant=v, epsilon=epsilon, epsilon_high=epsilon_high,
         beta=beta, ref_logp=None if ref_logps is None else ref_logps[sl], **agg_kw, **extra,
     )
     if entropy_coef:
-        h = token_entropy(logits)  # (b, T), with gradient
-        term = aggregate(h, mask, v.aggregation, **agg_kw)
-        out.loss = out.loss - entropy_coef * term
-        m = mask.to(h.dtype)
-        out.extras["entropy"] = float((h.detach() * m).sum() / m.sum().clamp(min=1.0))
-        out.extras["entropy_term"] = float(term.detach())
+        out.extras["entropy"] = out.entropy_mean  # token mean of H over the completion tokens
+        out.extras["entropy_term"] = out.entropy_bonus  # the aggregated H the loss subtracts entropy_coef times
     return out, logp
 
 
@@ -113,7 +110,7 @@ def correction_settings(cfg: TrainConfig, variant: Variant, sampling_logp: torch
         return {"sampling_logp": sampling_logp, "rollout_correction": cfg.rollout_correction,
                 "rollout_clip_max": cfg.rollout_clip_max, "rollout_clip_min": cfg.rollout_clip_min,
                 "off_policy_mask_threshold": cfg.off_policy_mask_threshold}
-    if variant.objective == "dppo" and cfg.sampler_dtype is not None:
+    if "anchor_logp" in variant.objective_piece.inputs and cfg.sampler_dtype is not None:
         return {"sampling_logp": sampling_logp}  # DPPO's anchor mu: the sampler copy's log-probs
     return None
 
