@@ -165,6 +165,10 @@ def run_variant(variant: str, mode: str, args) -> dict:
         max_completion_length=args.max_completion_length, temperature=1.0,
         gradient_checkpointing=gpu, beta=0.0 if variant != "grpo" else 0.04,
         mask_truncated_completions=False,  # a random model never ends: keep its tokens in the loss
+        # fp32 master weights under bf16 compute (grpo_config sets bf16=True on a GPU that has it): a model trained
+        # in bf16 weights rounds most small AdamW steps away.  TRL's own default for a model given by name, made
+        # explicit so that a changed default cannot turn this benchmark into bf16-weight training.
+        model_init_kwargs={"dtype": "float32"},
     )
     if mode == "tiny":
         overrides.update(use_cpu=True, bf16=False)

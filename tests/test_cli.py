@@ -83,7 +83,8 @@ def test_speed_flags_reach_the_config():
     assert (cfg.precision, cfg.sampler_dtype, cfg.optimizer, cfg.max_minutes) == ("bf16-mixed", "bfloat16", "adamw", 3.0)
     assert cfg.rollout_correction == "tis" and cfg.rollout_clip_max == 3.0
     d = config_from_args(build_parser().parse_args(["train"]))
-    assert (d.precision, d.sampler_dtype, d.prompts_per_step) == ("fp32", None, None)
+    assert (d.precision, d.sampler_dtype, d.prompts_per_step) == ("auto", None, None)
+    assert d.resolve().precision == "fp32"  # on a CPU
     assert (d.sampler_fp32_head, d.attn_implementation, d.reuse_freed_memory) == (False, "auto", True)
     assert d.copy_rounding == "dither"
     assert config_from_args(build_parser().parse_args(["train", "--copy-rounding", "nearest"])).copy_rounding == "nearest"

@@ -16,7 +16,7 @@ from grpo_lessons.core.kl import exact_kl
 from grpo_lessons.core.objectives import dppo_trust_mask
 
 D = torch.float64
-# The worked case (REFERENCES, DPPO): mu, p, sign of A per token
+# A worked case from DPPO's definitions (Qi et al. 2026, arXiv 2602.04879): mu, p, sign of A per token
 MU = torch.tensor([[0.5, 0.5, 0.9, 0.05]], dtype=D)
 P = torch.tensor([[0.7, 0.3, 0.99, 0.2]], dtype=D)
 A_TOK = torch.tensor([[1.0, -1.0, 1.0, 1.0]], dtype=D)
@@ -133,6 +133,44 @@ def test_topk_by_hand_with_rest_bucket_and_replacement():
     kl = topk_divergence(ids, lp, logits, sampled, kind="kl", sampled_logp=s_lp)
     by_hand = 0.5 * math.log(0.5 / 0.4) + 0.05 * math.log(0.05 / 0.3) + 0.45 * math.log(0.45 / 0.3)
     assert float(kl) == pytest.approx(by_hand, abs=1e-12)
+
+
+def test_topk_minus_inf_log_probs_are_probability_zero():
+    """A sampler truncated to top_k = 2 records K = 3 entries, the third at -inf (probability 0).
+
+    V = 4, mu = (0.7, 0.3, 0, 0) over ids 0..3, pi_theta = (0.5, 0.25, 0.15, 0.1), sampled id 0:
+    KL(mu || pi_theta) = 0.7 log(0.7/0.5) + 0.3 log(0.3/0.25) + 0 log 0 (= 0) + rest (mu's rest is 0: the 1e-12 floor)
+    TV = (|0.7 - 0.5| + |0.3 - 0.25| + |0 - 0.15| + |0 - 0.1|) / 2 = 0.25.
+    Both raised "NaN or inf" before.
+    """
+    q = torch.tensor([[[0.5, 0.25, 0.15, 0.1]]], dtype=D)
+    logits = q.log().requires_grad_(True)
+    ids = torch.tensor([[[0, 1, 2]]])
+    lp = torch.tensor([[[math.log(0.7), math.log(0.3), float("-inf")]]], dtype=D)
+    sampled = torch.tensor([[0]])
+    kl = topk_divergence(ids, lp, logits, sampled, kind="kl")
+    rest = 1e-12 * math.log(1e-12 / 0.1)  # the floor's contribution, -2.5e-11
+    by_hand = 0.7 * math.log(0.7 / 0.5) + 0.3 * math.log(0.3 / 0.25)  # 0.2902270
+    assert kl.item() == pytest.approx(by_hand + rest, abs=1e-14)
+    assert kl.item() == pytest.approx(0.2902270, abs=1e-7)
+    kl.sum().backward()
+    assert torch.isfinite(logits.grad).all()
+    # d KL / d logits_v = q_v - mu_v over the listed buckets (softmax's Jacobian): mu = (0.7, 0.3, 0, 0)
+    assert logits.grad.squeeze().tolist() == pytest.approx([0.5 - 0.7, 0.25 - 0.3, 0.15, 0.1], abs=1e-10)
+    tv = topk_divergence(ids, lp, logits.detach(), sampled, kind="tv")
+    assert float(tv) == pytest.approx(0.25, abs=1e-11)
+    # K = V with two -inf entries equals the exact divergences of the full distributions
+    mu = torch.tensor([[[0.7, 0.3, 0.0, 0.0]]], dtype=D)
+    ids4 = torch.tensor([[[0, 1, 2, 3]]])
+    kl4 = topk_divergence(ids4, mu.log(), q.log(), sampled, kind="kl")
+    assert float(kl4) == pytest.approx(by_hand, abs=1e-11)
+    assert float(topk_divergence(ids4, mu.log(), q.log(), sampled, kind="tv")) == pytest.approx(0.25, abs=1e-11)
+    # the sampled token itself cannot have probability 0; NaN and +inf stay errors
+    with pytest.raises(ValueError, match="probability 0"):
+        topk_divergence(ids, lp, q.log(), torch.tensor([[2]]), kind="kl")
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="NaN or inf"):
+            topk_divergence(ids, torch.tensor([[[math.log(0.7), math.log(0.3), bad]]], dtype=D), q.log(), sampled)
 
 
 @pytest.mark.parametrize("bad,match", [

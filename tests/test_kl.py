@@ -26,7 +26,8 @@ def test_k1_k3_match_exact_kl_in_the_right_direction(seed):
 
 
 def test_reverse_k3_is_the_wrong_kl():
-    # the bug REFERENCES.md warns about: r = pi_theta/pi_ref estimates KL(pi_ref || pi_theta) only under pi_ref
+    # the direction bug (Schulman 2020, "Approximating KL Divergence"; TRL's k3 uses r = pi_ref/pi_theta):
+    # r = pi_theta/pi_ref estimates KL(pi_ref || pi_theta) only under pi_ref
     theta, ref, lp, rp = _sample(3)
     true = exact_kl(theta, ref).item()
     wrong = kl_estimate(rp, lp, "k3").mean().item()  # arguments swapped

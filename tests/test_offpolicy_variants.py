@@ -23,7 +23,8 @@ NEW = ["cispo", "vespo", "dppo_binary_tv", "dppo_binary_kl", "dppo_topk_tv", "dp
 # -- VESPO ------------------------------------------------------------------------------------------------
 
 def test_vespo_worked_values():
-    """REFERENCES' checked values (TRL): A = +1, log r = [0.1, -0.05] -> 0.947609; A = -1, [0.2, 0.1, 0.3] -> 1.168549."""
+    """VESPO (Shen et al. 2026, arXiv 2602.10693), values checked against TRL's ``loss_type="vespo"``:
+    A = +1, log r = [0.1, -0.05] -> 0.947609; A = -1, [0.2, 0.1, 0.3] -> 1.168549."""
     phi = vespo_phi(torch.tensor([[0.1, -0.05, 0.0]], dtype=D), torch.tensor([[1.0, 1.0, 0.0]], dtype=D),
                     torch.tensor([[1.0]], dtype=D))
     assert float(phi) == pytest.approx(0.947609, abs=1e-6)

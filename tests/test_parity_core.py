@@ -1,4 +1,4 @@
-"""Parity with TRL 1.19's own GRPOTrainer._compute_loss on identical tensors: loss AND gradient.
+"""Parity with TRL 1.16's own GRPOTrainer._compute_loss on identical tensors: loss AND gradient.
 
 The parity table in the README is printed by ``python tests/test_parity_core.py``.
 """

@@ -115,7 +115,8 @@ def test_answer_tag_and_boxed_take_the_last_one():
 
 @pytest.mark.parametrize("s, want", [("72", 72), (" 1,000 ", 1000), ("$5", 5), ("-2.5", Fraction(-5, 2)), (7, 7),
                                      (2.5, Fraction(5, 2)), (True, None), (float("nan"), None), (None, None),
-                                     ("12 apples", None), ("1e5", None)])
+                                     ("12 apples", None), ("1e5", 100000), ("1e999", None), ("7/2", Fraction(7, 2)),
+                                     ("3.14.15", None), ("1,00", None), ("--5", None), ("1/0", None)])
 def test_parse_number(s, want):
     assert parse_number(s) == (None if want is None else Fraction(want))
 

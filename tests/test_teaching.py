@@ -1,9 +1,9 @@
-"""The teaching helpers notebooks use: ``cmp`` and ``check_answer``."""
+"""The teaching helper notebooks use: ``cmp``."""
 
 import pytest
 import torch
 
-from grpo_lessons.course.teaching import check_answer, cmp
+from grpo_lessons.course.teaching import cmp
 
 
 def test_cmp_reports_exact_approx_and_maxdiff(capsys):
@@ -19,12 +19,3 @@ def test_cmp_reports_exact_approx_and_maxdiff(capsys):
     assert "exact: True" in out and "approx: False" in out and "shapes differ" in out
     assert cmp("nan", [float("nan"), 1.0], [float("nan"), 1.0], quiet=True).exact
 
-
-def test_check_answer():
-    check_answer([0.5, -0.5], torch.tensor([0.5, -0.5]), "adv")
-    with pytest.raises(AssertionError, match="off by"):
-        check_answer(0.3, 0.5, "x")
-    with pytest.raises(AssertionError, match="placeholder"):
-        check_answer(..., 0.5, "x")
-    with pytest.raises(AssertionError, match="shape"):
-        check_answer([1.0], [1.0, 2.0], "x")

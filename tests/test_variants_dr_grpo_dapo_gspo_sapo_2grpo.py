@@ -1,6 +1,6 @@
 """Notebooks 06-10's variants: Dr. GRPO, DAPO, GSPO, GSPO-token, SAPO, 2-GRPO.
 
-1. Parity with TRL 1.19's own ``GRPOTrainer._compute_loss`` (loss AND gradient) for ``dr_grpo``, ``dapo``
+1. Parity with TRL 1.16's own ``GRPOTrainer._compute_loss`` (loss AND gradient) for ``dr_grpo``, ``dapo``
    (with ``epsilon_high``), ``gspo``, ``sapo`` — and, through TRL's sequence level / G = 2, ``gspo_token``
    and ``2-grpo`` — on random batches with unequal lengths, ratios far from 1, with and without beta.
 2. Hand-computed cases: DAPO Eq. (13) with the paper's L_max = 20480, L_cache = 4096; dynamic sampling.

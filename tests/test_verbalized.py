@@ -24,7 +24,7 @@ from grpo_lessons.core.verbalized import (
     verbalized_prompt,
 )
 
-FUZZ = {"text": 400, "tags": 400, "chapter": 300, "tag_soup": 200, "sampler": 100}
+FUZZ = {"text": 400, "tags": 400, "chapter": 300, "tag_soup": 200, "sampler": 100, "probability": 400}
 FUZZ_CASES = sum(FUZZ.values())
 
 
@@ -86,8 +86,36 @@ def test_percentages_and_fractions():
     c = parse_verbalized("[x] (probability: 25)\n[y] (probability: 75)")  # bare numbers above 1: percentages
     assert probs(c) == [0.25, 0.75]
     assert parse_probability("1/4") == 0.25 and parse_probability(".5") == 0.5 and parse_probability("0.") == 0.0
-    for bad in ["-0.2", "abc", "nan", "inf", "150", "2/1", "1/0", "", None, True, "0.5 or so", "1e-3", "\u22120.3"]:
+    for bad in ["-0.2", "abc", "nan", "inf", "150", "2/1", "1/0", "", None, True, "0.5 or so", "\u22120.3"]:
         assert parse_probability(bad) is None, bad
+
+
+@pytest.mark.parametrize("s, want", [
+    # each of the first three gave a wrong answer before: None, None, 0.015
+    ("1e-3", 0.001), ("0.5.", 0.5), ("1.5", None),
+    ("2.5e-1", 0.25), ("3.5E-1", 0.35), ("35%.", 0.35), (".35", 0.35), ("7/20", 0.35), ("1", 1.0), ("0.", 0.0),
+    ("35", None), ("100", None), (35, None), (1.5, None), ("1e9", None), ("1e999", None), ("0.5.5", None),
+    ("0.5..", None), (".", None), ("150%", None), ("-1e-3", None),
+])
+def test_parse_probability_decisions(s, want):
+    assert parse_probability(s) == want
+
+
+def test_bare_numbers_are_percentages_only_when_the_reply_is_on_a_percent_scale():
+    def stated(*ps):
+        return [x.stated for x in parse_verbalized("\n".join(f"[r{i}] (probability: {p})" for i, p in enumerate(ps)))]
+    assert stated(25, 75) == [0.25, 0.75]                      # sums to 100: a percent scale
+    assert stated(35, 30, 20, 10, 5) == [0.35, 0.30, 0.20, 0.10, 0.05]
+    assert stated(33, 33, 33) == [0.33, 0.33, 0.33]            # rounding: within 1 of 100
+    assert stated("1.5", "98.5") == [0.015, 0.985]
+    assert stated("99.5", "0.5") == [0.995, 0.005]             # every bare number is on the scale, 0.5 too
+    assert stated(8, 6, 3) == [None, None, None]               # scores, not percentages: sum 17
+    assert stated("1.5", "0.5") == [None, 0.5]                 # 1.5 was read as 0.015 before
+    assert stated("40%", 35) == [0.4, None]                    # mixed notation: only the explicit percentage
+    assert stated("1/4", 75) == [0.25, None]
+    assert stated(25, 75, "unsure") == [0.25, 0.75, None]      # a missing one does not change the scale
+    c = parse_verbalized("[a] (probability: 1.5)\n[b] (probability: 0.5)")
+    assert probs(c) == [0.5, 0.5] and c.fallback == "imputed"
 
 
 def test_missing_negative_and_non_numeric_probabilities():
@@ -236,7 +264,26 @@ def test_fuzz_sampler_never_fails(ws, seed):
         assert got in good
 
 
+_prob_text = st.one_of(
+    st.text(alphabet="0123456789.eE+-%/ \u2212", max_size=16),
+    st.tuples(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(["", "%", ".", "%.", " %"]))
+      .map(lambda t: repr(t[0]) + t[1]),
+    st.tuples(st.integers(-5, 10**6), st.integers(0, 10**6), st.integers(-400, 400))
+      .map(lambda t: f"{t[0]}.{t[1]}e{t[2]}"),
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6),
+)
+
+
+@settings(max_examples=FUZZ["probability"], deadline=None)
+@given(_prob_text)
+def test_fuzz_parse_probability_is_a_probability_or_none(s):
+    v = parse_probability(s)
+    assert v is None or (type(v) is float and 0.0 <= v <= 1.0), (s, v)
+    if isinstance(s, str) and v is not None and "%" not in s and "/" not in s:
+        assert v == pytest.approx(float(s.replace("\u2212", "-").strip().removesuffix(".")))  # the number as written
+
+
 def test_fuzz_case_count():
-    assert FUZZ_CASES == 1400
+    assert FUZZ_CASES == 1800
     src = inspect.getsource(inspect.getmodule(test_fuzz_case_count))
     assert src.count("\n@settings(max_examples=FUZZ[") == len(FUZZ)

@@ -9,8 +9,11 @@ functions give a matrix ``(N, K)``, one column per function.
 * :func:`group_advantages` — GRPO / Dr. GRPO / ScaleRL scales (notebook 02).
 * :func:`decoupled_advantages` — GDPO, each reward normalised in its group before the sum (notebook 15).
 * :func:`rank_advantages` — GOPO, advantages from within-group ranks only (notebook 16).
+* :func:`leave_one_out_advantages` — RLOO, each reward minus the mean of its group's other rewards.
 * :func:`combine_rewards` — TRL's weighted ``nansum`` of a reward matrix (``sum_then_normalize``).
 * :func:`grpo_lessons.core.variants.variant_advantages` — the registry's advantage piece for a variant.
+
+Every scale is an entry of :data:`ADVANTAGE_SCALES`; :func:`register_advantage_scale` adds one.
 
 Unscorable completions.  TRL turns a reward function's ``None`` into NaN; a completion for which *every*
 function returned ``None`` is left out of its group's mean and std (and the batch std) and gets
@@ -22,22 +25,87 @@ matrix with NaN for ``None``.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
 
 import torch
 
 from ._checks import as_float_tensor, check_choice, check_finite
+from .registry import Registry
 
 __all__ = [
     "group_advantages", "SCALES", "zero_gradient_probability", "decoupled_advantages", "rank_advantages",
-    "combine_rewards", "TIES",
+    "combine_rewards", "TIES", "AdvantageScale", "ADVANTAGE_SCALES", "register_advantage_scale",
+    "leave_one_out_advantages",
 ]
 
-Scale = Literal["group", "none", "batch", "batch_centered", "decoupled", "rank"]
-#: Advantage pieces of the registry: the four z-score scales of GRPO-like methods, GDPO's
-#: per-reward ("decoupled") normalisation and GOPO's ranks.
-SCALES: tuple[str, ...] = ("group", "none", "batch", "batch_centered", "decoupled", "rank")
+Scale = Literal["group", "none", "batch", "batch_centered", "decoupled", "rank", "leave_one_out"]
 TIES: tuple[str, ...] = ("average", "first")
+
+
+@dataclass(frozen=True)
+class AdvantageScale:
+    """One way rewards become advantages: an entry of :data:`ADVANTAGE_SCALES`.
+
+    ``fn(rewards, group_size, *, allow_unscored=False, **options) -> (N,)`` takes the ``(N,)`` rewards (the
+    weighted sum of the reward functions), or with ``per_reward=True`` the ``(N, K)`` reward matrix and
+    ``weights=`` (GDPO normalises each reward function apart).  ``options`` names the keyword options of ``fn``
+    that :func:`group_advantages` forwards (``eps``, ``unbiased_std``).
+
+    ``trl`` tells the TRL bridge how TRL 1.16's ``GRPOTrainer`` computes these advantages: the ``GRPOConfig``
+    fields under which its own advantages *are* these (e.g. ``{"scale_rewards": "group",
+    "multi_objective_aggregation": "sum_then_normalize"}``), or ``None`` when no setting gives them, and
+    ``GRPOLessonsTrainer`` then replaces TRL's advantages by ``fn``'s.  ``trl_fallback``: the fields
+    ``grpo_config`` writes when ``trl`` is None (the nearest TRL setting, which only TRL's own logs see).
+    """
+
+    name: str
+    fn: Callable[..., torch.Tensor]
+    trl: Mapping[str, Any] | None
+    per_reward: bool = False
+    options: tuple[str, ...] = ()
+    trl_fallback: Mapping[str, Any] = field(default_factory=dict)
+    citation: str = ""
+
+    def __post_init__(self) -> None:
+        if self.trl is not None:
+            object.__setattr__(self, "trl", MappingProxyType(dict(self.trl)))
+        object.__setattr__(self, "trl_fallback", MappingProxyType(dict(self.trl_fallback)))
+
+    @property
+    def trl_scale_rewards(self) -> str | None:
+        """The ``scale_rewards`` TRL computes these advantages with (``None``: TRL cannot; the bridge recomputes)."""
+        return None if self.trl is None else self.trl.get("scale_rewards")
+
+
+#: Advantage scales by name: how rewards become advantages (a variant's ``advantage_scale``).
+ADVANTAGE_SCALES: Registry[AdvantageScale] = Registry("advantage scale")
+#: The same registry under its older name (``name in SCALES``, ``sorted(SCALES)`` keep working).
+SCALES = ADVANTAGE_SCALES
+
+_REQUIRED: Any = object()
+
+
+def register_advantage_scale(name: str, fn: Callable[..., torch.Tensor], *, trl: Mapping[str, Any] | None = _REQUIRED,
+                             per_reward: bool = False, options: tuple[str, ...] = (),
+                             trl_fallback: Mapping[str, Any] | None = None, citation: str = "",
+                             replace: bool = False) -> AdvantageScale:
+    """Add an advantage scale to :data:`ADVANTAGE_SCALES` (see :class:`AdvantageScale` for ``fn``'s contract).
+
+    ``trl`` is required: the ``GRPOConfig`` fields with which TRL computes exactly these advantages, or ``None``
+    when it cannot (the TRL bridge then recomputes them with ``fn``).  A wrong claim here is what the
+    registry-wide bridge test catches: the advantages handed to TRL's loss would differ from ``fn``'s.
+    """
+    if trl is _REQUIRED:
+        raise TypeError(f"register_advantage_scale({name!r}): say how TRL computes it: trl={{GRPOConfig fields under "
+                        "which TRL's own advantages are these}}, or trl=None (TRL cannot; the bridge recomputes them)")
+    if not callable(fn):
+        raise TypeError(f"advantage scale {name!r}: fn must be callable, got {type(fn).__name__}")
+    entry = AdvantageScale(name, fn, trl, per_reward=per_reward, options=tuple(options),
+                           trl_fallback=dict(trl_fallback or {}), citation=citation)
+    return ADVANTAGE_SCALES.add(name, entry, replace=replace)
 
 
 def _std(x: torch.Tensor, dim: int | None, unbiased: bool) -> torch.Tensor:
@@ -106,10 +174,12 @@ def group_advantages(
       batch, ``A_i = (r_i - mean_g) / (std({r_j - mean_g(j)}) + eps)``.  The two differ whenever
       group means differ: rewards ``[1,0,0,0 | 1,1,1,1 | 0,1,1,0]`` give ``A_0 = 1.45623`` under
       ``"batch"`` (std 0.514929) and ``1.87988`` under ``"batch_centered"`` (std 0.398862).
-      TRL has no setting for it; :class:`grpo_lessons.integrations.trl_bridge.GRPOLessonsTrainer` rescales
-      TRL's ``scale_rewards="none"`` advantages.
+      TRL has no setting for it; :class:`grpo_lessons.integrations.trl_bridge.GRPOLessonsTrainer` computes
+      it in place of TRL's advantages.
     * ``scale="decoupled"`` — GDPO with one reward: :func:`decoupled_advantages` on ``(N, 1)``.
     * ``scale="rank"`` — GOPO: :func:`rank_advantages` (average ranks for ties).
+    * ``scale="leave_one_out"`` — RLOO: :func:`leave_one_out_advantages`.
+    * any other name registered with :func:`register_advantage_scale`.
 
     Std convention: Bessel-corrected (``n - 1``) by default, plus ``eps = 1e-4`` outside the
     square root — exactly TRL's.  veRL uses the same unbiased std with ``eps = 1e-6``.
@@ -120,45 +190,61 @@ def group_advantages(
     returned ``None``); they are left out of the group mean/std and the batch std and get advantage 0,
     as TRL 1.16 does.  A group with one scored completion gives it 0 too (its std is undefined).
 
-    Raises ``ValueError`` if ``N`` is not a multiple of ``group_size``, if any reward is NaN
-    (unless ``allow_unscored``) or inf (the positions are named), or if a standard deviation is needed
+    Raises ``ValueError`` for an unknown ``scale``, if ``N`` is not a multiple of ``group_size``, if any reward
+    is NaN (unless ``allow_unscored``) or inf (the positions are named), or if a standard deviation is needed
     from fewer than 2 values.
     """
     r = as_float_tensor(rewards, "rewards")
     if r.dim() != 1:
         raise ValueError(f"rewards must be 1-D (N,), got shape {tuple(r.shape)}")
-    check_choice(scale, SCALES, "scale")
+    entry = ADVANTAGE_SCALES.lookup(scale, "scale")
     _check_group_size(r.numel(), group_size)
-    n = r.numel()
     _check_rewards_values(r, allow_unscored)
-    if scale == "rank":
-        return rank_advantages(r, group_size, allow_unscored=allow_unscored)
-    if scale == "decoupled":
-        if not allow_unscored:
-            check_finite(r, "rewards")
-        return decoupled_advantages(r.unsqueeze(1), group_size, eps=eps)
-    if scale == "group" and group_size < 2:
-        raise ValueError("scale='group' needs group_size >= 2: the std of a single reward is undefined")
-    if scale in ("batch", "batch_centered") and n < 2:
-        raise ValueError("scale='batch' needs at least 2 rewards in the batch for a std")
+    given = {"eps": eps, "unbiased_std": unbiased_std}
+    options = {k: given[k] for k in entry.options if k in given}
+    if entry.per_reward:  # one reward function: the (N, 1) matrix
+        return entry.fn(r.unsqueeze(1), group_size, allow_unscored=allow_unscored, **options)
+    return entry.fn(r, group_size, allow_unscored=allow_unscored, **options)
 
+
+def _centred_groups(r: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(g, r - mean_g)``, both ``(N / G, G)``: NaN-aware group means, exact zeros in an all-equal group."""
     g = r.view(-1, group_size)  # (num_prompts, G)
     centred = g - torch.nanmean(g, dim=1, keepdim=True)  # (num_prompts, G); NaN rows stay NaN
     constant = _constant_groups(g, dim=1)  # (num_prompts, 1)
-    centred = torch.where(constant, torch.zeros_like(centred), centred)  # exact zeros, not 1e-9 noise
+    return g, torch.where(constant, torch.zeros_like(centred), centred)  # exact zeros, not 1e-9 noise
 
-    if scale == "group":
-        adv = centred / (_nanstd(g, dim=1, unbiased=unbiased_std) + eps)
-    elif scale == "batch":
-        adv = centred / (_nanstd(r, dim=None, unbiased=unbiased_std) + eps)
-    elif scale == "batch_centered":
-        adv = centred / (_nanstd(centred.reshape(-1), dim=None, unbiased=unbiased_std) + eps)
-    else:
-        adv = centred
+
+def _flat(adv: torch.Tensor, allow_unscored: bool) -> torch.Tensor:
     adv = adv.reshape(-1)  # (N,)
     if allow_unscored:
         adv = torch.nan_to_num(adv, nan=0.0)  # unscorable rows (and lone scored rows) carry no signal
     return adv
+
+
+def _group_scale(r, group_size, *, allow_unscored=False, eps=1e-4, unbiased_std=True) -> torch.Tensor:
+    if group_size < 2:
+        raise ValueError("scale='group' needs group_size >= 2: the std of a single reward is undefined")
+    g, centred = _centred_groups(r, group_size)
+    return _flat(centred / (_nanstd(g, dim=1, unbiased=unbiased_std) + eps), allow_unscored)
+
+
+def _no_scale(r, group_size, *, allow_unscored=False) -> torch.Tensor:
+    return _flat(_centred_groups(r, group_size)[1], allow_unscored)
+
+
+def _batch_scale(r, group_size, *, allow_unscored=False, eps=1e-4, unbiased_std=True) -> torch.Tensor:
+    if r.numel() < 2:
+        raise ValueError("scale='batch' needs at least 2 rewards in the batch for a std")
+    _, centred = _centred_groups(r, group_size)
+    return _flat(centred / (_nanstd(r, dim=None, unbiased=unbiased_std) + eps), allow_unscored)
+
+
+def _batch_centered_scale(r, group_size, *, allow_unscored=False, eps=1e-4, unbiased_std=True) -> torch.Tensor:
+    if r.numel() < 2:
+        raise ValueError("scale='batch' needs at least 2 rewards in the batch for a std")
+    _, centred = _centred_groups(r, group_size)
+    return _flat(centred / (_nanstd(centred.reshape(-1), dim=None, unbiased=unbiased_std) + eps), allow_unscored)
 
 
 def combine_rewards(rewards, weights=None, *, allow_unscored: bool = True) -> torch.Tensor:
@@ -322,3 +408,65 @@ def zero_gradient_probability(p: float, group_size: int) -> float:
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     return p**group_size + (1.0 - p) ** group_size
+
+
+def leave_one_out_advantages(rewards, group_size: int, *, allow_unscored: bool = False) -> torch.Tensor:
+    """RLOO advantages ``(N,) -> (N,)``: each reward minus the mean of the *other* rewards of its group.
+
+    Ahmadian et al. 2024, *Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human
+    Feedback in LLMs*, arXiv 2402.14740 (Sec. 3, RLOO)::
+
+        A_i = r_i - 1/(G - 1) sum_{j != i} r_j  =  G/(G - 1) (r_i - mean_g)
+
+    No std division: the baseline of each sample leaves that sample out, so it is independent of it and the
+    estimate stays unbiased.  A group whose rewards are all equal gets exactly 0.
+    TRL 1.16 ``RLOOTrainer`` (``normalize_advantages=False``, its default) computes the same numbers; veRL
+    ``adv_estimator="rloo"``.  TRL's ``GRPOTrainer`` has no setting for it: ``GRPOLessonsTrainer`` computes it.
+
+    ``allow_unscored=True``: NaN rows (unscorable) are left out of their group's baseline, ``G`` becomes the
+    number of scored completions, and they get advantage 0, as does a group with fewer than 2 scored
+    completions (TRL's ``RLOOTrainer`` does the same).  Raises ``ValueError`` for ``G < 2`` (nothing to leave
+    out to), shapes, NaN (unless ``allow_unscored``) or inf.
+    """
+    r = as_float_tensor(rewards, "rewards")
+    if r.dim() != 1:
+        raise ValueError(f"rewards must be 1-D (N,), got shape {tuple(r.shape)}")
+    _check_group_size(r.numel(), group_size)
+    if group_size < 2:
+        raise ValueError("leave-one-out needs group_size >= 2: a group of one has no other completion for a baseline")
+    _check_rewards_values(r, allow_unscored)
+    g = r.view(-1, group_size)  # (M, G)
+    scored = (~torch.isnan(g)).sum(dim=1, keepdim=True)  # (M, 1) completions with a reward
+    baseline = (g.nansum(dim=1, keepdim=True) - g) / (scored - 1)  # (M, G) mean of the other scored rewards
+    adv = g - baseline  # (M, G)
+    adv = torch.where(_constant_groups(g, dim=1) | (scored < 2), torch.zeros_like(adv), adv)  # exact 0: no signal
+    return _flat(adv, allow_unscored)
+
+
+def _decoupled_scale(R, group_size, *, weights=None, allow_unscored=False, eps=1e-4) -> torch.Tensor:
+    return decoupled_advantages(R, group_size, weights, eps=eps)  # NaN-aware per column whatever allow_unscored
+
+
+def _rank_scale(r, group_size, *, allow_unscored=False) -> torch.Tensor:
+    return rank_advantages(r, group_size, allow_unscored=allow_unscored)
+
+
+# -- the registered scales ------------------------------------------------------------------------------
+# trl: the GRPOConfig fields under which TRL 1.16's GRPOTrainer computes exactly these advantages (None: it cannot).
+_SUM_FIRST = {"multi_objective_aggregation": "sum_then_normalize"}
+_ZSCORE = ("eps", "unbiased_std")
+register_advantage_scale("group", _group_scale, trl={**_SUM_FIRST, "scale_rewards": "group"}, options=_ZSCORE,
+                         citation="Shao et al. 2024, DeepSeekMath, arXiv 2402.03300")
+register_advantage_scale("none", _no_scale, trl={**_SUM_FIRST, "scale_rewards": "none"},
+                         citation="Liu et al. 2025, Dr. GRPO, arXiv 2503.20783")
+register_advantage_scale("batch", _batch_scale, trl={**_SUM_FIRST, "scale_rewards": "batch"}, options=_ZSCORE,
+                         citation="TRL scale_rewards='batch'")
+register_advantage_scale("batch_centered", _batch_centered_scale, trl=None, options=_ZSCORE,
+                         trl_fallback={"scale_rewards": "none"},  # TRL logs r - mean_g, the numerator
+                         citation="Khatri et al. 2025, ScaleRL, arXiv 2510.13786")
+register_advantage_scale("decoupled", _decoupled_scale, trl={"multi_objective_aggregation": "normalize_then_sum"},
+                         per_reward=True, options=("eps",), citation="Liu et al. 2026, GDPO, arXiv 2601.05242")
+register_advantage_scale("rank", _rank_scale, trl=None, citation="Choi et al. 2026, GOPO, arXiv 2602.03876")
+register_advantage_scale("leave_one_out", leave_one_out_advantages, trl=None,
+                         trl_fallback={"scale_rewards": "none"},  # TRL logs r - mean_g = (G-1)/G of RLOO's
+                         citation="Ahmadian et al. 2024, Back to Basics (RLOO), arXiv 2402.14740")

@@ -23,16 +23,76 @@ TRL 1.16 computes the first two in ``GRPOTrainer._generate_and_score_completions
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 
-from ._checks import as_float_tensor, check_2d, check_choice, check_finite, check_mask, check_same_shape
+from ._checks import as_float_tensor, check_2d, check_finite, check_mask, check_same_shape
+from .registry import Registry
 
-__all__ = ["rollout_weights", "off_policy_sequence_mask", "CORRECTION_MODES", "correction_stats"]
+__all__ = ["rollout_weights", "off_policy_sequence_mask", "CORRECTION_MODES", "RolloutCorrection",
+           "register_rollout_correction", "correction_stats"]
 
 CorrectionMode = Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
-CORRECTION_MODES: tuple[str, ...] = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+BoundFn = Callable[[torch.Tensor, "float | None", "float | None"], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class RolloutCorrection:
+    """An entry of :data:`CORRECTION_MODES`: how ``rho = pi_old / mu`` becomes a loss weight.
+
+    * ``sequence`` — one weight per sequence, ``rho_seq = prod_t rho_t`` ``(B, 1)``, instead of one per token.
+    * ``bound`` — ``(rho, clip_min, clip_max) -> weights``: truncate (clamp) or mask (0 outside) ``rho``;
+      a ``None`` bound is no bound.
+    * ``masks`` — whether ``bound`` sets weights outside ``[clip_min, clip_max]`` to 0 (counted as masked by
+      :func:`correction_stats`) rather than clamping them (counted as truncated).
+    * ``trl`` — TRL 1.16's ``vllm_importance_sampling_mode`` computing the same weights, or ``None``.
+    """
+
+    name: str
+    sequence: bool
+    bound: BoundFn
+    masks: bool
+    trl: str | None
+
+
+#: Rollout corrections by name: token/sequence x truncate/mask (TRL's four ``vllm_importance_sampling_mode``s).
+CORRECTION_MODES: Registry[RolloutCorrection] = Registry("rollout correction mode")
+_REQUIRED: Any = object()
+
+
+def register_rollout_correction(name: str, bound: BoundFn, *, sequence: bool, masks: bool,
+                                trl: str | None = _REQUIRED, replace: bool = False) -> RolloutCorrection:
+    """Add a rollout correction to :data:`CORRECTION_MODES` (see :class:`RolloutCorrection`); ``trl`` is required
+    (TRL's ``vllm_importance_sampling_mode`` for it, or ``None``)."""
+    if trl is _REQUIRED:
+        raise TypeError(f"register_rollout_correction({name!r}): say how TRL computes it: trl=<its "
+                        "vllm_importance_sampling_mode> or trl=None")
+    if not callable(bound):
+        raise TypeError(f"rollout correction {name!r}: bound must be callable, got {type(bound).__name__}")
+    return CORRECTION_MODES.add(name, RolloutCorrection(name, bool(sequence), bound, bool(masks), trl), replace=replace)
+
+
+def _truncate(rho: torch.Tensor, clip_min: float | None, clip_max: float | None) -> torch.Tensor:
+    """TIS: ``clamp(rho, clip_min, clip_max)``."""
+    if clip_min is None and clip_max is None:
+        return rho
+    return torch.clamp(rho, min=clip_min, max=clip_max)
+
+
+def _mask(rho: torch.Tensor, clip_min: float | None, clip_max: float | None) -> torch.Tensor:
+    """MIS / IcePop: ``rho`` where ``clip_min <= rho <= clip_max``, else 0 (kept weights keep their value)."""
+    lo = -math.inf if clip_min is None else float(clip_min)
+    hi = math.inf if clip_max is None else float(clip_max)
+    return torch.where((rho < lo) | (rho > hi), torch.zeros_like(rho), rho)
+
+
+register_rollout_correction("token_truncate", _truncate, sequence=False, masks=False, trl="token_truncate")  # TIS
+register_rollout_correction("token_mask", _mask, sequence=False, masks=True, trl="token_mask")  # MIS / IcePop
+register_rollout_correction("sequence_truncate", _truncate, sequence=True, masks=False, trl="sequence_truncate")
+register_rollout_correction("sequence_mask", _mask, sequence=True, masks=True, trl="sequence_mask")
 
 
 def _check_clip(clip_min: float | None, clip_max: float | None) -> None:
@@ -74,7 +134,7 @@ def rollout_weights(
     Raises ``ValueError`` for a shape mismatch, an unknown ``mode``, ``clip_min >= clip_max`` or a
     negative bound, or NaN/inf of ``old_logp`` where ``mask`` is 1.
     """
-    check_choice(mode, CORRECTION_MODES, "rollout correction mode")
+    entry = CORRECTION_MODES.lookup(mode)
     _check_clip(clip_min, clip_max)
     olp = as_float_tensor(old_logp, "old_logp")
     check_2d(olp, "old_logp")
@@ -86,17 +146,15 @@ def rollout_weights(
     check_finite(olp, "old_logp", where=keep)
     check_finite(slp, "sampling_logp", where=keep)
 
+    return entry.bound(_rho(olp, slp, keep, entry.sequence), clip_min, clip_max)
+
+
+def _rho(olp: torch.Tensor, slp: torch.Tensor, keep: torch.Tensor, sequence: bool) -> torch.Tensor:
+    """Unbounded ``rho = pi_old / mu``: ``(B, T)``, or ``(B, 1)`` when ``sequence``; padding gives 1."""
     d = torch.where(keep, olp - slp, torch.zeros_like(olp))  # (B, T) log pi_old - log mu; padding 0
-    if mode.startswith("sequence"):
+    if sequence:
         d = d.sum(-1, keepdim=True)  # (B, 1) log prod_t rho_t
-    rho = torch.exp(d)  # (B, T) or (B, 1)
-    if mode.endswith("truncate"):
-        if clip_min is None and clip_max is None:
-            return rho
-        return torch.clamp(rho, min=clip_min, max=clip_max)
-    lo = -math.inf if clip_min is None else float(clip_min)
-    hi = math.inf if clip_max is None else float(clip_max)
-    return torch.where((rho < lo) | (rho > hi), torch.zeros_like(rho), rho)
+    return torch.exp(d)  # (B, T) or (B, 1)
 
 
 @torch.no_grad()
@@ -107,19 +165,21 @@ def correction_stats(
     ``masked_frac`` (share of tokens, or of sequences for ``sequence_*``, whose weight is set to 0) and
     ``truncated_frac`` (share whose raw ``rho`` lay outside ``[clip_min, clip_max]`` and was clamped)."""
     m = as_float_tensor(mask, "mask")
-    raw = rollout_weights(old_logp, sampling_logp, mask, mode.split("_")[0] + "_truncate", clip_max=None, clip_min=None)
-    w = rollout_weights(old_logp, sampling_logp, mask, mode, clip_max=clip_max, clip_min=clip_min)
+    entry = CORRECTION_MODES.lookup(mode)
+    w = rollout_weights(old_logp, sampling_logp, mask, mode, clip_max=clip_max, clip_min=clip_min)  # checks inputs
+    olp = as_float_tensor(old_logp, "old_logp")
+    raw = _rho(olp, as_float_tensor(sampling_logp, "sampling_logp").to(olp.dtype), m > 0, entry.sequence)
     lo = -math.inf if clip_min is None else float(clip_min)
     hi = math.inf if clip_max is None else float(clip_max)
     outside = ((raw < lo) | (raw > hi)).to(m.dtype)  # (B, T) or (B, 1)
-    if mode.startswith("sequence"):
+    if entry.sequence:
         rows = (m.sum(-1) > 0).to(m.dtype)  # (B,) rows with at least one completion token
         share = float((outside.squeeze(-1) * rows).sum() / rows.sum().clamp(min=1.0))
     else:
         share = float((outside * m).sum() / m.sum().clamp(min=1.0))
     mean_w = float((w.expand_as(m) * m).sum() / m.sum().clamp(min=1.0))
-    masked = share if mode.endswith("mask") else 0.0
-    truncated = share if mode.endswith("truncate") else 0.0
+    masked = share if entry.masks else 0.0
+    truncated = 0.0 if entry.masks else share
     return {"mean_weight": mean_w, "masked_frac": masked, "truncated_frac": truncated}
 
 

@@ -47,10 +47,12 @@ def topk_divergence(
     * ``kind="tv"``: ``(sum_k |p_k - q_k| + |p_rest - q_rest|) / 2``.
 
     With K = V (every token listed) both equal the exact divergences of the full distributions.
+    A sampler log-prob of ``-inf`` is probability 0 (a sampler truncated by ``top_k < K`` records ``-inf`` for
+    the tokens it cut): it adds ``0 * log 0 = 0`` to the KL and ``|0 - q_k|`` to the TV.
     Computed in at least fp32.  The authors' code: sail-sg/Stable-RL ``compute_topk_kl``; not in TRL.
     Raises ``ValueError`` for mismatched shapes, ids outside ``[0, V)``, a repeated id within a
-    position's K, NaN/inf in the sampler's log-probs, a non-positive temperature, an unknown ``kind``,
-    or a missing ``sampled_logp`` where it is needed.
+    position's K, NaN or ``+inf`` in the sampler's log-probs, a sampled token whose sampler log-prob is
+    ``-inf``, a non-positive temperature, an unknown ``kind``, or a missing ``sampled_logp`` where it is needed.
     """
     if kind not in ("tv", "kl"):
         raise ValueError(f"unknown divergence kind {kind!r}; known: kl, tv")
@@ -75,7 +77,8 @@ def topk_divergence(
     for name, t in (("sampler_topk_ids", ids), ("sampled_ids", tok)):
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= V):
             raise ValueError(f"{name} holds ids outside the vocabulary [0, {V}): min {int(t.min())}, max {int(t.max())}")
-    check_finite(lp_mu, "sampler_topk_logp")
+    # -inf is probability 0 (a top_k-truncated sampler); NaN and +inf are errors
+    check_finite(lp_mu.masked_fill(lp_mu == float("-inf"), 0.0), "sampler_topk_logp")
     ids = ids.long()
     tok = tok.long()
     srt = ids.sort(dim=-1).values
@@ -97,10 +100,17 @@ def topk_divergence(
         ids[..., -1] = torch.where(absent, tok, ids[..., -1])
         lp_mu[..., -1] = torch.where(absent, slp, lp_mu[..., -1])
 
+    sampled_zero = (lp_mu == float("-inf")) & (ids == tok.unsqueeze(-1))  # (B, T, K)
+    if bool(sampled_zero.any()):
+        raise ValueError(f"the sampler gives the sampled token probability 0 (log-prob -inf) at "
+                         f"{int(sampled_zero.any(-1).sum())} positions: it cannot have been drawn")
+
     log_q = torch.log_softmax(lg / temperature, dim=-1).gather(-1, ids)  # (B, T, K)
-    p, q = lp_mu.exp(), log_q.exp()  # (B, T, K)
+    p, q = lp_mu.exp(), log_q.exp()  # (B, T, K); p = 0 where lp_mu = -inf
     p_rest = (1.0 - p.sum(-1)).clamp(min=_REST_FLOOR)  # (B, T)
     q_rest = (1.0 - q.sum(-1)).clamp(min=_REST_FLOOR)  # (B, T)
     if kind == "kl":
-        return (p * (lp_mu - log_q)).sum(-1) + p_rest * (p_rest.log() - q_rest.log())  # (B, T)
+        zero = p == 0  # 0 * log(0 / q) = 0; computed on a finite stand-in so neither value nor gradient is NaN
+        terms = torch.where(zero, torch.zeros_like(p), p * (lp_mu.masked_fill(zero, 0.0) - log_q))  # (B, T, K)
+        return terms.sum(-1) + p_rest * (p_rest.log() - q_rest.log())  # (B, T)
     return 0.5 * ((p - q).abs().sum(-1) + (p_rest - q_rest).abs())  # (B, T)

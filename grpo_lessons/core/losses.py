@@ -16,8 +16,6 @@ from ._checks import as_float_tensor, check_2d, check_finite, check_mask, check_
 from .aggregation import aggregate
 from .correction import CORRECTION_MODES, correction_stats, off_policy_sequence_mask, rollout_weights
 from .kl import kl_estimate
-from .objectives import OBJECTIVE_INPUTS, OBJECTIVES
-from .ratios import RATIO_LEVELS
 from .variants import Variant, get_variant
 
 __all__ = ["policy_loss", "LossOutput"]
@@ -94,9 +92,10 @@ def policy_loss(
     sampled completion tokens under the current / sampling policy and a 0/1 completion mask;
     ``adv`` is ``(B,)``, one advantage per completion.
 
-    ``variant`` is a registry name (``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``, ``gspo``,
-    ``gspo_token``, ``sapo``, ``2-grpo``, ``cispo``, ``vespo``, ``dppo_binary_tv``, ``dppo_binary_kl``,
-    ``dppo_topk_tv``, ``dppo_topk_kl``, ``scalerl``; named as TRL's ``loss_type`` where TRL has one).
+    ``variant`` is a :class:`~grpo_lessons.core.variants.Variant` or the name of one in
+    :data:`~grpo_lessons.core.variants.VARIANTS` (``grpo``, ``dapo``, ``gspo``, ``cispo``, ...: see
+    :func:`~grpo_lessons.core.variants.list_variants`; named as TRL's ``loss_type`` where TRL has one); its
+    ratio level, objective and aggregation are read from their registries.
     CISPO's ``epsilon_high`` is an absolute cap on the ratio (TRL's meaning; ``epsilon`` alone sets it,
     as TRL's fallback does); DPPO takes ``kind``, ``delta_low``, ``delta_high``, ``ratio_cap`` and VESPO
     ``k_pos``, ``lambda_pos``, ``k_neg``, ``lambda_neg`` as options.
@@ -176,8 +175,7 @@ def policy_loss(
         check_finite(slp, "sampling_logp", where=keep)
         slp = torch.where(keep, slp, torch.zeros_like(slp))
     if rollout_correction is not None:
-        if rollout_correction not in CORRECTION_MODES:
-            raise ValueError(f"unknown rollout_correction {rollout_correction!r}; known: {', '.join(CORRECTION_MODES)}")
+        CORRECTION_MODES.lookup(rollout_correction, "rollout_correction")
         if slp is None:
             raise ValueError("rollout_correction needs sampling_logp, the sampler's log-probs of the same tokens "
                              "(without a separate sampler there is nothing to correct)")
@@ -189,7 +187,8 @@ def policy_loss(
         div = torch.where(keep, div, torch.zeros_like(div))
 
     # Hyper-parameters: explicit arguments, then options, then the paper's defaults.
-    fn, accepted = OBJECTIVES[v.objective]
+    objective = v.objective_piece
+    fn, accepted = objective.fn, objective.params
     unknown = set(options) - set(accepted)
     if unknown:
         raise TypeError(
@@ -223,7 +222,7 @@ def policy_loss(
               "group_size": group_size, "prompt_weights": prompt_weights}
 
     # 1. importance ratio at the variant's level: (B, T) or (B, 1)
-    log_ratio = RATIO_LEVELS[v.ratio_level](lp, olp, m)
+    log_ratio = v.ratio_piece.fn(lp, olp, m)
     ratio = torch.exp(log_ratio)
     adv_col = a.unsqueeze(-1)  # (B, 1)
 
@@ -232,7 +231,7 @@ def policy_loss(
     if rollout_correction is not None:
         is_w = rollout_weights(olp, slp, m, rollout_correction, clip_max=rollout_clip_max,
                                clip_min=rollout_clip_min)  # (B, T) or (B, 1)
-    needs = OBJECTIVE_INPUTS.get(v.objective, ())
+    needs = objective.inputs
     if div is not None and "divergence" not in needs:
         raise ValueError(f"divergence= applies to DPPO's top-K variants, not to {v.name!r}")
     inputs = {"logp": lp, "log_ratio": (lp - olp).detach(), "mask": m, "is_weights": is_w,

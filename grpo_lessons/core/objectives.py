@@ -8,16 +8,21 @@ Each objective takes ``ratio`` (``(B, T)`` or ``(B, 1)``), ``adv`` (``(B, 1)``) 
 hyper-parameters, and returns the per-token loss together with boolean "clipped" masks used
 for diagnostics (``None`` where the notion does not apply).  The policy-gradient objectives
 (CISPO, VESPO, DPPO: a stop-gradient weight times ``A log pi``) also need the log-probs and
-more; :data:`OBJECTIVE_INPUTS` names what :func:`grpo_lessons.policy_loss` passes them.
+more; each entry of :data:`OBJECTIVES` names what :func:`grpo_lessons.policy_loss` passes it
+(:attr:`Objective.inputs`).  :func:`register_objective` adds one.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import torch
+
+from .registry import Registry
 
 __all__ = [
     "ObjectiveOut",
@@ -30,6 +35,8 @@ __all__ = [
     "dppo_surrogate",
     "DPPO_KINDS",
     "OBJECTIVES",
+    "Objective",
+    "register_objective",
     "OBJECTIVE_INPUTS",
 ]
 
@@ -253,24 +260,112 @@ def dppo_surrogate(
     return ObjectiveOut(per_token, dropped & (adv <= 0), dropped & (adv > 0), {"is_weight": weight, "keep": keep})
 
 
-# name -> (function, the hyper-parameters it takes); later objectives are added here.
-OBJECTIVES: dict[str, tuple[Callable[..., ObjectiveOut], tuple[str, ...]]] = {
-    "clip": (clipped_surrogate, ("epsilon", "epsilon_high")),
-    "sapo": (sapo_surrogate, ("tau_pos", "tau_neg")),
-    "cispo": (cispo_surrogate, ("epsilon_high",)),
-    "vespo": (vespo_surrogate, ("k_pos", "lambda_pos", "k_neg", "lambda_neg")),
-    "dppo": (dppo_surrogate, ("kind", "delta_low", "delta_high", "ratio_cap")),
-}
+#: The tensors :func:`grpo_lessons.policy_loss` can pass an objective besides ``(ratio, adv)``:
+#: ``logp`` (B, T) current log-probs with grad; ``log_ratio`` (B, T) log pi_theta - log pi_old, detached;
+#: ``mask`` (B, T); ``is_weights`` the rollout-correction weights or None (an objective that takes them folds
+#: them in itself and policy_loss does not multiply them afterwards); ``anchor_logp`` (B, T) log mu (sampler,
+#: else pi_old); ``divergence`` (B, T) or None.
+OBJECTIVE_INPUT_NAMES: tuple[str, ...] = ("logp", "log_ratio", "mask", "is_weights", "anchor_logp", "divergence")
 
-# name -> the tensors policy_loss passes besides (ratio, adv):
-#   logp (B, T) current log-probs with grad; log_ratio (B, T) log pi_theta - log pi_old, detached;
-#   mask (B, T); is_weights the rollout-correction weights or None (the objective folds them in itself
-#   and policy_loss does not multiply them afterwards); anchor_logp (B, T) log mu (sampler, else pi_old);
-#   divergence (B, T) or None.
-OBJECTIVE_INPUTS: dict[str, tuple[str, ...]] = {
-    "clip": (),
-    "sapo": (),
-    "cispo": ("logp",),
-    "vespo": ("logp", "log_ratio", "mask", "is_weights"),
-    "dppo": ("logp", "anchor_logp", "divergence"),
-}
+
+@dataclass(frozen=True)
+class Objective:
+    """An entry of :data:`OBJECTIVES`: ``fn(ratio, adv, **inputs, **params) -> ObjectiveOut``.
+
+    * ``params`` — the hyper-parameters ``fn`` accepts (``policy_loss`` fills them from the variant's defaults).
+    * ``inputs`` — which of :data:`OBJECTIVE_INPUT_NAMES` ``fn`` takes.
+    * ``trl`` — ``{aggregation: TRL loss_type}``: the aggregations with which TRL 1.16's ``GRPOTrainer``
+      computes this objective and the ``loss_type`` that selects each; ``None`` when TRL has no such objective.
+    * ``trl_fields`` — ``{hyper-parameter: GRPOConfig field}`` for the parameters TRL has a field for.
+    * ``trl_fallback`` — the ``loss_type`` ``grpo_config`` writes when the variant's aggregation is not in
+      ``trl`` (the bridge computes the loss; TRL only logs); default: the first of ``trl``'s.
+    * ``topk_divergence`` — ``params -> "tv" | "kl" | None``: which top-K divergence the objective needs as
+      its ``divergence`` input with these parameters (DPPO's top-K variants), ``None`` for none.
+    """
+
+    name: str
+    fn: Callable[..., ObjectiveOut]
+    params: tuple[str, ...]
+    inputs: tuple[str, ...] = ()
+    trl: Mapping[str, str] | None = None
+    trl_fields: Mapping[str, str] = field(default_factory=dict)
+    trl_fallback: str | None = None
+    topk_divergence: Callable[[Mapping[str, Any]], str | None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.trl is not None:
+            object.__setattr__(self, "trl", MappingProxyType(dict(self.trl)))
+        object.__setattr__(self, "trl_fields", MappingProxyType(dict(self.trl_fields)))
+
+    @property
+    def trl_loss_type_fallback(self) -> str:
+        """The ``loss_type`` written for an aggregation TRL does not pair with this objective."""
+        if self.trl_fallback is not None:
+            return self.trl_fallback
+        return next(iter(self.trl.values())) if self.trl else "dapo"
+
+    def divergence_kind(self, params: Mapping[str, Any]) -> str | None:
+        """``"tv"`` / ``"kl"`` when, with ``params``, the objective needs a top-K divergence; else ``None``."""
+        return None if self.topk_divergence is None else self.topk_divergence(params)
+
+
+#: Per-token objectives by name (a variant's ``objective``).
+OBJECTIVES: Registry[Objective] = Registry("objective")
+_REQUIRED: Any = object()
+
+
+def register_objective(name: str, fn: Callable[..., ObjectiveOut], *, params: tuple[str, ...] = (),
+                       inputs: tuple[str, ...] = (), trl: Mapping[str, str] | None = _REQUIRED,
+                       trl_fields: Mapping[str, str] | None = None, trl_fallback: str | None = None,
+                       topk_divergence: Callable[[Mapping[str, Any]], str | None] | None = None,
+                       replace: bool = False) -> Objective:
+    """Add an objective to :data:`OBJECTIVES` (see :class:`Objective`); ``trl`` is required (``None``: not in TRL)."""
+    if trl is _REQUIRED:
+        raise TypeError(f"register_objective({name!r}): say how TRL computes it: trl={{aggregation: loss_type}} or "
+                        "trl=None (TRL cannot; the bridge's loss does)")
+    if not callable(fn):
+        raise TypeError(f"objective {name!r}: fn must be callable, got {type(fn).__name__}")
+    unknown = set(inputs) - set(OBJECTIVE_INPUT_NAMES)
+    if unknown:
+        raise ValueError(f"objective {name!r}: unknown inputs {sorted(unknown)}; policy_loss passes "
+                         f"{', '.join(OBJECTIVE_INPUT_NAMES)}")
+    entry = Objective(name, fn, tuple(params), tuple(inputs), trl, dict(trl_fields or {}), trl_fallback,
+                      topk_divergence)
+    return OBJECTIVES.add(name, entry, replace=replace)
+
+
+def _dppo_topk(params: Mapping[str, Any]) -> str | None:
+    kind = str(params.get("kind", ""))
+    return kind[len("topk_"):] if kind.startswith("topk_") else None
+
+
+_EPS_FIELDS = {"epsilon": "epsilon", "epsilon_high": "epsilon_high"}
+register_objective("clip", clipped_surrogate, params=("epsilon", "epsilon_high"), trl_fields=_EPS_FIELDS,
+                   trl={"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"},
+                   trl_fallback="dapo")
+register_objective("sapo", sapo_surrogate, params=("tau_pos", "tau_neg"), trl={"seq_mean_token_mean": "sapo"},
+                   trl_fields={"tau_pos": "sapo_temperature_pos", "tau_neg": "sapo_temperature_neg"})
+register_objective("cispo", cispo_surrogate, params=("epsilon_high",), inputs=("logp",),
+                   trl={"token_mean": "cispo"}, trl_fields={"epsilon_high": "epsilon_high"})
+register_objective("vespo", vespo_surrogate, params=("k_pos", "lambda_pos", "k_neg", "lambda_neg"),
+                   inputs=("logp", "log_ratio", "mask", "is_weights"), trl={"token_mean": "vespo"},
+                   trl_fields={p: f"vespo_{p}" for p in ("k_pos", "lambda_pos", "k_neg", "lambda_neg")})
+register_objective("dppo", dppo_surrogate, params=("kind", "delta_low", "delta_high", "ratio_cap"),
+                   inputs=("logp", "anchor_logp", "divergence"), trl=None, trl_fallback="dapo",
+                   topk_divergence=_dppo_topk)
+
+
+class _InputsView(Mapping):
+    """``{objective name: its inputs}``, read off :data:`OBJECTIVES` (the older ``OBJECTIVE_INPUTS`` dict)."""
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        return OBJECTIVES[name].inputs
+
+    def __iter__(self):
+        return iter(OBJECTIVES)
+
+    def __len__(self) -> int:
+        return len(OBJECTIVES)
+
+
+OBJECTIVE_INPUTS: Mapping[str, tuple[str, ...]] = _InputsView()

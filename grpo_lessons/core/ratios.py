@@ -4,16 +4,24 @@ Introduced in ``notebooks/03_clipped_surrogate_and_kl.ipynb`` (token) and
 ``notebooks/08_gspo.ipynb`` (sequence, sequence-token).
 
 Every function returns a *log* ratio; shapes are ``(B, T)`` for token-level weights and
-``(B, 1)`` for sequence-level ones (they broadcast over the tokens of the row).
+``(B, 1)`` for sequence-level ones (they broadcast over the tokens of the row).  Each is an entry of
+:data:`RATIO_LEVELS`; :func:`register_ratio_level` adds one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-__all__ = ["token_log_ratio", "sequence_log_ratio", "sequence_token_log_ratio", "RATIO_LEVELS"]
+from .registry import Registry
+
+__all__ = ["token_log_ratio", "sequence_log_ratio", "sequence_token_log_ratio", "RATIO_LEVELS", "RatioLevel",
+           "register_ratio_level"]
+
+LogRatioFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def token_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -42,8 +50,39 @@ def sequence_token_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: t
     return seq + logp - logp.detach()  # (B, T)
 
 
-RATIO_LEVELS: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "token": token_log_ratio,
-    "sequence": sequence_log_ratio,
-    "sequence_token": sequence_token_log_ratio,
-}
+@dataclass(frozen=True)
+class RatioLevel:
+    """An entry of :data:`RATIO_LEVELS`: ``fn(logp, old_logp, mask) -> log ratio`` (``(B, T)`` or ``(B, 1)``).
+
+    ``trl``: TRL 1.16's ``importance_sampling_level`` that computes the same ratio, or ``None`` when TRL has
+    none (the TRL bridge tells TRL ``"token"`` and computes the ratio in its own loss).  Calling the entry calls
+    ``fn``.
+    """
+
+    name: str
+    fn: LogRatioFn
+    trl: str | None
+
+    def __call__(self, logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.fn(logp, old_logp, mask)
+
+
+#: Importance-ratio levels by name (a variant's ``ratio_level``).
+RATIO_LEVELS: Registry[RatioLevel] = Registry("ratio level")
+_REQUIRED: Any = object()
+
+
+def register_ratio_level(name: str, fn: LogRatioFn, *, trl: str | None = _REQUIRED, replace: bool = False) -> RatioLevel:
+    """Add a ratio level to :data:`RATIO_LEVELS`; ``trl`` (required) is TRL's ``importance_sampling_level`` for it
+    or ``None``."""
+    if trl is _REQUIRED:
+        raise TypeError(f"register_ratio_level({name!r}): say how TRL computes it: trl='token'/'sequence' (its "
+                        "importance_sampling_level) or trl=None (TRL cannot; the bridge's loss does)")
+    if not callable(fn):
+        raise TypeError(f"ratio level {name!r}: fn must be callable, got {type(fn).__name__}")
+    return RATIO_LEVELS.add(name, RatioLevel(name, fn, trl), replace=replace)
+
+
+register_ratio_level("token", token_log_ratio, trl="token")
+register_ratio_level("sequence", sequence_log_ratio, trl="sequence")
+register_ratio_level("sequence_token", sequence_token_log_ratio, trl=None)  # GSPO-token: not in TRL 1.16

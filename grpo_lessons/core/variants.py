@@ -2,14 +2,15 @@
 
 A :class:`Variant` names
 
-* ``advantage_scale`` — how rewards become advantages (:func:`grpo_lessons.group_advantages`),
-* ``ratio_level`` — token / sequence / sequence-token importance ratio (:mod:`grpo_lessons.core.ratios`),
-* ``objective`` — clip / soft gate ... (:mod:`grpo_lessons.core.objectives`),
-* ``aggregation`` — what the loss is divided by (:mod:`grpo_lessons.core.aggregation`),
+* ``advantage_scale`` — how rewards become advantages (:data:`grpo_lessons.core.advantages.ADVANTAGE_SCALES`),
+* ``ratio_level`` — token / sequence / sequence-token importance ratio (:data:`grpo_lessons.core.ratios.RATIO_LEVELS`),
+* ``objective`` — clip / soft gate ... (:data:`grpo_lessons.core.objectives.OBJECTIVES`),
+* ``aggregation`` — what the loss is divided by (:data:`grpo_lessons.core.aggregation.AGGREGATIONS`),
 
-plus the paper's defaults, the citation and the TRL ``GRPOConfig`` fields that reproduce it.
-Adding a variant is one :func:`register` call; :func:`grpo_lessons.policy_loss` and the
-trainer read everything from here.
+each a name in its family's registry, plus the paper's defaults, the citation and the TRL ``GRPOConfig``
+fields that reproduce it.  Adding a variant is one :func:`register` call (and a new piece one ``register_*``
+call in its module); :func:`grpo_lessons.policy_loss`, :func:`variant_advantages`, the trainers, the command line
+and the TRL bridge read everything from the registries.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from typing import Any
 import torch
 
 from ._checks import check_finite
-from .advantages import SCALES, _reward_matrix_tensor, combine_rewards, decoupled_advantages, group_advantages
-from .aggregation import AGGREGATIONS
-from .objectives import OBJECTIVES
-from .ratios import RATIO_LEVELS
+from .advantages import ADVANTAGE_SCALES, AdvantageScale, _reward_matrix_tensor, combine_rewards, group_advantages
+from .aggregation import AGGREGATIONS, Aggregation
+from .objectives import OBJECTIVES, Objective
+from .ratios import RATIO_LEVELS, RatioLevel
+from .registry import Registry
 
 __all__ = ["Variant", "VARIANTS", "register", "get_variant", "list_variants", "variant_advantages"]
 
@@ -53,14 +55,10 @@ class Variant:
 
     def __post_init__(self) -> None:
         problems = []
-        if self.advantage_scale not in SCALES:
-            problems.append(f"advantage_scale {self.advantage_scale!r} not in {SCALES}")
-        if self.ratio_level not in RATIO_LEVELS:
-            problems.append(f"ratio_level {self.ratio_level!r} not in {tuple(RATIO_LEVELS)}")
-        if self.objective not in OBJECTIVES:
-            problems.append(f"objective {self.objective!r} not in {tuple(OBJECTIVES)}")
-        if self.aggregation not in AGGREGATIONS:
-            problems.append(f"aggregation {self.aggregation!r} not in {AGGREGATIONS}")
+        for piece, registry in (("advantage_scale", ADVANTAGE_SCALES), ("ratio_level", RATIO_LEVELS),
+                                ("objective", OBJECTIVES), ("aggregation", AGGREGATIONS)):
+            if getattr(self, piece) not in registry:
+                problems.append(f"{piece} {getattr(self, piece)!r} not in {tuple(registry)}")
         if problems:
             raise ValueError(f"variant {self.name!r}: " + "; ".join(problems))
         object.__setattr__(self, "loss_defaults", _frozen(self.loss_defaults))
@@ -77,18 +75,43 @@ class Variant:
     @property
     def loss_params(self) -> tuple[str, ...]:
         """Hyper-parameter names the objective accepts."""
-        return OBJECTIVES[self.objective][1]
+        return self.objective_piece.params
+
+    # The registry entries of the four pieces (what the trainers and the TRL bridge read).
+    @property
+    def scale_piece(self) -> AdvantageScale:
+        return ADVANTAGE_SCALES[self.advantage_scale]
+
+    @property
+    def ratio_piece(self) -> RatioLevel:
+        return RATIO_LEVELS[self.ratio_level]
+
+    @property
+    def objective_piece(self) -> Objective:
+        return OBJECTIVES[self.objective]
+
+    @property
+    def aggregation_piece(self) -> Aggregation:
+        return AGGREGATIONS[self.aggregation]
+
+    @property
+    def in_trl(self) -> bool:
+        """Whether TRL 1.16's own ``GRPOTrainer`` computes this variant: every piece has a TRL setting
+        (advantage scale, ratio level, and the objective with this aggregation)."""
+        obj = self.objective_piece
+        return (self.scale_piece.trl is not None and self.ratio_piece.trl is not None
+                and obj.trl is not None and self.aggregation in obj.trl)
 
 
-VARIANTS: dict[str, Variant] = {}
+#: Variants by name (read-only; :func:`register` adds one).
+VARIANTS: Registry[Variant] = Registry("variant")
 
 
 def register(variant: Variant, *, replace: bool = False) -> Variant:
     """Add ``variant`` to the registry (``replace=True`` to overwrite an entry)."""
-    if variant.name in VARIANTS and not replace:
-        raise ValueError(f"variant {variant.name!r} is already registered")
-    VARIANTS[variant.name] = variant
-    return variant
+    if not isinstance(variant, Variant):
+        raise TypeError(f"register() takes a Variant, got {type(variant).__name__}")
+    return VARIANTS.add(variant.name, variant, replace=replace)
 
 
 def get_variant(name: str | Variant) -> Variant:
@@ -110,10 +133,10 @@ def variant_advantages(rewards, group_size: int, variant="grpo", weights=None, *
                        allow_unscored: bool = False) -> torch.Tensor:
     """The advantages a registry variant uses, from ``(N,)`` rewards or an ``(N, K)`` reward matrix.
 
-    * ``advantage_scale`` ``"group"`` / ``"none"`` / ``"batch"`` / ``"rank"``: the weighted ``nansum`` of the
-      columns (:func:`~grpo_lessons.core.advantages.combine_rewards`, TRL's ``sum_then_normalize``), then :func:`~grpo_lessons.core.advantages.group_advantages` /
-      :func:`~grpo_lessons.core.advantages.rank_advantages`.
-    * ``"decoupled"`` (GDPO): :func:`~grpo_lessons.core.advantages.decoupled_advantages` on the matrix, columns kept apart.
+    The variant's advantage scale (an entry of :data:`~grpo_lessons.core.advantages.ADVANTAGE_SCALES`) gets the
+    weighted ``nansum`` of the columns (:func:`~grpo_lessons.core.advantages.combine_rewards`, TRL's
+    ``sum_then_normalize``) through :func:`~grpo_lessons.core.advantages.group_advantages`, or, for a per-reward
+    scale (GDPO's ``"decoupled"``), the matrix itself with ``weights``, columns kept apart.
 
     ``allow_unscored=True`` lets NaN through (unscorable rows: advantage 0, left out of the statistics).
     GDPO is NaN-aware per column whatever this flag says, as in TRL, but with ``allow_unscored=False`` a
@@ -125,8 +148,9 @@ def variant_advantages(rewards, group_size: int, variant="grpo", weights=None, *
         bad = torch.isnan(R).all(dim=1).nonzero().flatten().tolist()[:8]
         raise ValueError(f"rewards are NaN in every column at rows {bad} (unscorable); "
                          "pass allow_unscored=True to give them advantage 0 as TRL does")
-    if v.advantage_scale == "decoupled":
-        return decoupled_advantages(R, group_size, weights)
+    scale = v.scale_piece
+    if scale.per_reward:
+        return scale.fn(R, group_size, weights=weights, allow_unscored=allow_unscored)
     if R.shape[1] == 1 and weights is None:
         r = R[:, 0]
         if not allow_unscored:
@@ -329,4 +353,18 @@ register(Variant(
     notes="A = 2 - 4 (rank - 1)/(G - 1), rank 1 = best, average ranks for ties (the authors break ties "
           "arbitrarily: rank_advantages(ties='first')). Invariant to monotonic reward transforms. "
           "Clipped loss with a token mean, as the authors' code.",
+))
+
+register(Variant(
+    name="rloo",
+    title="RLOO (REINFORCE Leave-One-Out advantages in GRPO's loss)",
+    advantage_scale="leave_one_out", ratio_level="token", objective="clip", aggregation="seq_mean_token_mean",
+    citation="Ahmadian et al. 2024, Back to Basics: Revisiting REINFORCE Style Optimization for Learning from "
+             "Human Feedback in LLMs, arXiv 2402.14740",
+    loss_defaults={"epsilon": 0.2, "epsilon_high": None},
+    train_defaults={"beta": 0.0},
+    trl={},  # TRL's GRPOTrainer has no leave-one-out scale: GRPOLessonsTrainer computes the advantages
+    notebook="01_why_grpo.ipynb",
+    notes="A_i = r_i - mean of the other G - 1 rewards = G/(G-1) (r_i - mean): no std division. TRL's own "
+          "RLOOTrainer computes the same advantages but a different loss (sequence-level ratio, KL in the reward).",
 ))

@@ -15,9 +15,16 @@ then drawn from the verbalised distribution.
 
 Probability rules (documented fallbacks; the result's ``.fallback`` says which applied):
 
-1. A stated probability is a number ``p`` in ``[0, 1]``; ``"35%"`` is 0.35; a bare number in ``(1, 100]`` is
-   read as a percentage (models write ``probability: 35``); ``a/b`` is a fraction.  Negative, above 100,
-   NaN/inf, or non-numeric: *invalid* (treated as missing).
+1. A stated probability is a number ``p`` in ``[0, 1]``, in decimal or scientific notation (``"0.35"``, ``".35"``,
+   ``"1e-3"``; one sentence-ending period is ignored: ``"0.5."``); ``"35%"`` is 0.35; ``a/b`` is a fraction.
+   A bare number above 1 (``"35"``, ``"1.5"``) is not a probability: reading it as a percentage would be a guess
+   that is wrong for ``"1.5"`` (a typo of 0.15? 1.5%?), so on its own it is *invalid* -- except under 1b.
+   Negative, above 1 (100%), NaN/inf, or non-numeric: *invalid* (treated as missing).
+
+   1b. A reply on a percent scale: when every stated probability of a reply is a bare number in ``[0, 100]``
+   (no ``%``, no fraction), at least one is above 1, and together they sum to 100 (within 1, for rounding:
+   ``35, 30, 20, 10, 5``), each is read as a percentage.  The sum is what tells a percent scale from scores
+   or weights (``8, 6, 3``), which stay invalid.
 2. Candidates whose text is the same (whitespace and case ignored) are one response: their stated
    probabilities are added, the first spelling is kept.
 3. The prompt's own templates, echoed back (``[response] (probability: X.XX)``, ``<text>...</text>``), are not
@@ -106,12 +113,24 @@ def verbalized_prompt(task: str, k: int = 5, style: Literal["tags", "chapter"] =
 
 # -- probabilities -----------------------------------------------------------------------------------
 
-_PROB_NUMBER = re.compile(r"\s*([+-]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12}))\s*(%?)\s*", re.ASCII)
+_PROB_NUMBER = re.compile(r"\s*([+-]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})(?:[eE][+-]?\d{1,3})?)\s*(%?)\s*", re.ASCII)
 _PROB_FRACTION = re.compile(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", re.ASCII)
+_BARE_NUMBER = re.compile(r"\s*(\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})\s*", re.ASCII)  # rule 1b's numbers
+
+
+def _strip_period(s: str) -> str:
+    """One sentence-ending period goes: ``"0.5."`` is 0.5 (``"0.5.5"`` and ``"0.5.."`` stay unreadable)."""
+    s = s.strip()
+    return s[:-1] if s.endswith(".") else s
 
 
 def parse_probability(s: Any) -> float | None:
-    """A stated probability (rule 1 of the module docstring) or ``None``; never raises."""
+    """A stated probability (rule 1 of the module docstring): a float in ``[0, 1]``, or ``None``; never raises.
+
+    ``"0.35"``, ``".35"``, ``"0.35."``, ``"3.5e-1"``, ``"35%"``, ``"7/20"`` -> 0.35.  A bare number above 1
+    (``"35"``, ``"1.5"``) gives ``None`` here: only :func:`parse_verbalized` reads it, as a percentage, and only
+    when the whole reply is on a percent scale (rule 1b).
+    """
     if isinstance(s, bool):
         return None
     if isinstance(s, (int, float)):
@@ -119,7 +138,7 @@ def parse_probability(s: Any) -> float | None:
     else:
         if not isinstance(s, str) or len(s) > 64:
             return None
-        s = s.replace("\u2212", "-")
+        s = _strip_period(s.replace("\u2212", "-"))
         m = _PROB_FRACTION.fullmatch(s)
         if m:
             num, den = int(m.group(1)), int(m.group(2))
@@ -130,11 +149,28 @@ def parse_probability(s: Any) -> float | None:
         v = float(m.group(1))
         if m.group(2):
             v = v / 100.0 if 0.0 <= v <= 100.0 else float("nan")
-    if not math.isfinite(v) or v < 0:
+    if not math.isfinite(v) or v < 0 or v > 1.0:
         return None
-    if v > 1.0:
-        return v / 100.0 if v <= 100.0 else None
     return v
+
+
+def _bare_number(s: str | None) -> float | None:
+    """The value of a bare non-negative number (no sign, ``%``, fraction or exponent), for rule 1b."""
+    if not isinstance(s, str) or len(s) > 64:
+        return None
+    m = _BARE_NUMBER.fullmatch(_strip_period(s))
+    return float(m.group(1)) if m else None
+
+
+def _stated_probabilities(raws: list[str | None]) -> list[float | None]:
+    """Rule 1 for each candidate's probability field (``None``: no field), then rule 1b for the reply as a whole."""
+    probs = [None if r is None else parse_probability(r) for r in raws]
+    written = [r for r in raws if r is not None and (parse_probability(r) is not None or _bare_number(r) is not None)]
+    bare = [_bare_number(r) for r in written]
+    if (written and all(b is not None and b <= 100.0 for b in bare) and max(bare) > 1.0
+            and abs(sum(bare) - 100.0) <= 1.0):
+        return [None if r is None or _bare_number(r) is None else _bare_number(r) / 100.0 for r in raws]
+    return probs
 
 
 # -- parsing -----------------------------------------------------------------------------------------
@@ -151,10 +187,10 @@ def _clean_text(t: str) -> str:
     return t
 
 
-def _parse_tags(text: str) -> list[tuple[str, float | None]]:
+def _parse_tags(text: str) -> list[tuple[str, str | None]]:
     """Linear scan of the tag events; a block runs from ``<response>`` to ``</response>`` or the next
     ``<response>`` or the end (truncated output)."""
-    out: list[tuple[str, float | None]] = []
+    out: list[tuple[str, str | None]] = []
     events = [(m.start(), m.end(), m.group(1) == "/", m.group(2).lower()) for m in _TAG.finditer(text)]
     blocks: list[tuple[int, int]] = []
     start = None
@@ -181,7 +217,7 @@ def _parse_tags(text: str) -> list[tuple[str, float | None]]:
     return out
 
 
-def _fields(text: str, b0: int, b1: int, inner) -> tuple[str, float | None]:
+def _fields(text: str, b0: int, b1: int, inner) -> tuple[str, str | None]:
     spans: dict[str, tuple[int, int]] = {}
     opened: dict[str, int] = {}
     for s, e, closing, name in inner:
@@ -193,7 +229,7 @@ def _fields(text: str, b0: int, b1: int, inner) -> tuple[str, float | None]:
             spans[name] = (opened[name], s)
     for name, o in opened.items():  # truncated field: runs to the end of the block
         spans.setdefault(name, (o, b1))
-    prob = parse_probability(text[slice(*spans["probability"])]) if "probability" in spans else None
+    prob = text[slice(*spans["probability"])] if "probability" in spans else None
     if "text" in spans:
         body = text[slice(*spans["text"])]
     else:  # no <text> tags: the block without its probability field
@@ -205,9 +241,9 @@ def _fields(text: str, b0: int, b1: int, inner) -> tuple[str, float | None]:
     return _clean_text(body), prob
 
 
-def _parse_text_prob_runs(text: str, events) -> list[tuple[str, float | None]]:
+def _parse_text_prob_runs(text: str, events) -> list[tuple[str, str | None]]:
     """``<text>..</text><probability>..</probability>`` pairs without ``<response>`` blocks."""
-    out: list[tuple[str, float | None]] = []
+    out: list[tuple[str, str | None]] = []
     cur_text, opened = None, {}
     for s, e, closing, name in events:
         if not closing:
@@ -221,7 +257,7 @@ def _parse_text_prob_runs(text: str, events) -> list[tuple[str, float | None]]:
                 out.append((_clean_text(cur_text), None))
             cur_text = value
         elif name == "probability" and cur_text is not None:
-            out.append((_clean_text(cur_text), parse_probability(value)))
+            out.append((_clean_text(cur_text), value))
             cur_text = None
         if len(out) >= MAX_CANDIDATES:
             break
@@ -230,10 +266,10 @@ def _parse_text_prob_runs(text: str, events) -> list[tuple[str, float | None]]:
     return [(t, p) for t, p in out if t]
 
 
-def _parse_chapter(text: str) -> list[tuple[str, float | None]]:
+def _parse_chapter(text: str) -> list[tuple[str, str | None]]:
     """``[response] (probability: X.XX)``: the text is the last ``[...]`` before each probability, else the last
     non-empty line before it (list markers such as ``1.`` or ``-`` removed)."""
-    out: list[tuple[str, float | None]] = []
+    out: list[tuple[str, str | None]] = []
     prev = 0
     for m in _CHAPTER.finditer(text):
         segment = text[prev:m.start()]
@@ -250,7 +286,7 @@ def _parse_chapter(text: str) -> list[tuple[str, float | None]]:
         if m.group(1).strip().upper() == "X.XX":
             continue  # the prompt's own template, echoed (e.g. the whole sequence decoded, prompt included)
         if body:
-            out.append((_clean_text(body), parse_probability(m.group(1))))
+            out.append((_clean_text(body), m.group(1)))
         if len(out) >= MAX_CANDIDATES:
             break
     return out
@@ -286,6 +322,7 @@ def parse_verbalized(text: Any, max_chars: int = MAX_CHARS) -> Candidates:
         raw = [(b, p) for b, p in raw if b.strip() not in _TEMPLATE_TEXTS]  # echoed prompt templates
         if not raw:
             return Candidates()
+        raw = list(zip([b for b, _ in raw], _stated_probabilities([p for _, p in raw])))  # rules 1 and 1b
         merged: dict[str, list] = {}
         for body, p in raw:  # rule 2: duplicates are one response
             k = _key(body)

@@ -2,10 +2,10 @@
 typical wrong answers that the check must reject.
 
 A notebook's exercise is three cells: a markdown task, a *stub* cell tagged ``exercise:<name>`` that
-assigns ``<variable> = ...``, and a check cell ``check("<name>", <variable>)``.  Checks take only the
-learner's answer and rebuild whatever data they need from the package with a fixed seed, so the tests
-can prove, without running a notebook, that each check accepts the reference solution and rejects
-every listed wrong answer with a hint.
+assigns ``<variable> = ...`` (or defines a function whose body is ``...``), and a check cell
+``check("<name>", <variable>)``.  Checks take only the learner's answer and rebuild whatever data they
+need from the package with a fixed seed, so the tests can prove, without running a notebook, that each
+check accepts the reference solution and rejects every listed wrong answer with a hint.
 
 * On a stub (``...``) :func:`check` prints what to do and returns ``False``: a notebook run as stored
   (CI's nbval run) never fails on an exercise the learner has not done yet.
@@ -15,32 +15,72 @@ every listed wrong answer with a hint.
   :class:`ExerciseError` instead: the solutions run executes every notebook with the reference
   solutions pasted into the stub cells, in strict mode.
 
-Solutions and wrong answers are stored as source code (``solution_code``, ``wrong_code``): they are
-pasted into notebook cells or run by the tests, never executed by this package.  Exercises are
-registered in :mod:`grpo_lessons.course.exercise_bank` (one module per notebook), imported on first use.
+A learner's *function* is always called through :func:`learner_call`, which makes the check honest:
+
+* the function gets **copies** of the check's inputs, and the check's expected values come from the
+  originals, so a function that overwrites its inputs (with zeros, say) cannot change what it is compared
+  with; a function that changes its inputs in place is told so, since that is a bug in training code too;
+* the call runs under a **package-call guard**: a code exercise asks the learner to write a piece of the
+  package, so a function that calls into ``grpo_lessons`` (the function the check compares against, an
+  alias of it, or any other package function not listed in ``Exercise.allowed_calls``) gets a calm
+  :class:`PackageCall` message asking for its own version.  The guard watches Python calls with
+  :func:`sys.setprofile` for the length of the learner's call only and records every package function
+  entered *from outside the package*, whatever name or module path reached it.
+
+Solutions and wrong answers are stored as source code (``solution_code``, ``wrong_code``,
+``package_code``): they are pasted into notebook cells or run by the tests, never executed by this
+package.  Exercises are registered in :mod:`grpo_lessons.course.exercise_bank` (one module per
+notebook), imported on first use.
 """
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import math
 import os
 import pkgutil
+import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "Exercise", "ExerciseError", "NotAttempted", "register", "check", "get_exercise", "all_exercises",
-    "exercises_for", "is_stub", "learner_call", "close_to", "close_to_list", "check_function", "STRICT_ENV",
+    "Exercise", "ExerciseError", "NotAttempted", "PackageCall", "register", "check", "get_exercise",
+    "all_exercises", "exercises_for", "is_stub", "learner_call", "call_learner", "close_to", "close_to_list",
+    "check_function", "STRICT_ENV", "KINDS",
 ]
 
 STRICT_ENV = "GRPO_LESSONS_EXERCISES"
-KINDS = ("number", "code", "prediction")
+#: code: write a function; number: compute a value; prediction: say what a cell below (or a setting) will
+#: give before seeing it; choice: pick one of a few named options (True/False, an index).
+KINDS = ("code", "number", "prediction", "choice")
+
+_PACKAGE = __name__.split(".")[0]  # "grpo_lessons"
+#: Package functions any learner function may call: the notebooks' comparison helper only prints.
+_ALWAYS_ALLOWED = (f"{_PACKAGE}.course.teaching.",)
+#: Switches the tests turn off to prove that a cheat would otherwise pass (never off in a notebook).
+GUARD_PACKAGE_CALLS = True
+GUARD_INPLACE = True
+_ALLOWED: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("allowed_calls", default=())
 
 
 class ExerciseError(AssertionError):
     """A wrong answer; the message says what is wrong and gives a hint."""
+
+
+class PackageCall(ExerciseError):
+    """The learner's function called the package function it was asked to write (or another one)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        shown = ", ".join(f"`{n.rsplit('.', 1)[-1]}` ({n.rsplit('.', 1)[0]})" for n in names[:3])
+        super().__init__(
+            f"your function calls the package's own {shown}. That is the answer key: the check compares with "
+            "the package, so calling it compares the package with itself and says nothing about your version. "
+            "Write the computation yourself (torch or plain Python); once it passes, `cmp(...)` compares it "
+            "with the package's.")
 
 
 class NotAttempted(Exception):
@@ -49,16 +89,28 @@ class NotAttempted(Exception):
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise: ``check(answer)`` raises :class:`ExerciseError` (wrong) or :class:`NotAttempted`."""
+    """One exercise: ``run(answer)`` raises :class:`ExerciseError` (wrong) or :class:`NotAttempted`.
+
+    ``check`` is the raw checker; call :meth:`run` (or :func:`check`), which also applies the exercise's
+    ``allowed_calls`` to the package-call guard.  A ``code`` exercise names its ``reference``: a function
+    with the learner's signature that computes the right answer from the package (what the check
+    compares with), and may give ``package_code``: a "solution" that calls the package's public function,
+    which the guard must reject.  ``reveal_cell`` is the id of a notebook cell that shows the answer; the
+    exercise's check cell must come before it (a prediction).
+    """
 
     name: str  # "<notebook number>-<slug>", unique
     notebook: str  # "13_dppo.ipynb"
     variable: str  # the name the stub cell assigns
     prompt: str  # one or two sentences: what to do
-    kind: str  # "number" | "code" | "prediction"
+    kind: str  # one of KINDS
     check: Callable[[Any], None]
     solution_code: str  # replaces the stub cell in the solutions run
     wrong_code: tuple[str, ...]  # typical wrong answers, each must be rejected
+    reference: Callable[..., Any] | None = None  # code: the right answer, with the learner's signature
+    package_code: str = ""  # code: a one-line "solution" calling the package's function (must be rejected)
+    allowed_calls: tuple[str, ...] = ()  # code: package functions the learner may use ("module.function")
+    reveal_cell: str = ""  # the id of the notebook cell that shows the answer; the check must come first
 
     def __post_init__(self) -> None:
         problems = []
@@ -74,6 +126,10 @@ class Exercise:
             problems.append("give at least one typical wrong answer (wrong_code)")
         if isinstance(self.wrong_code, str):
             problems.append("wrong_code is a tuple of code strings, not one string")
+        if self.kind == "code" and not callable(self.reference):
+            problems.append("a code exercise names its reference: the function its check compares with")
+        if isinstance(self.allowed_calls, str):
+            problems.append("allowed_calls is a tuple of qualified names, not one string")
         if problems:
             raise ValueError(f"exercise {self.name!r}: " + "; ".join(problems))
 
@@ -81,6 +137,16 @@ class Exercise:
     def stub_tag(self) -> str:
         """The cell-metadata tag that marks this exercise's stub cell."""
         return f"exercise:{self.name}"
+
+    def run(self, answer: Any) -> None:
+        """Check ``answer``; raise :class:`NotAttempted` on a stub, :class:`ExerciseError` when wrong."""
+        if is_stub(answer):
+            raise NotAttempted
+        token = _ALLOWED.set(tuple(self.allowed_calls))
+        try:
+            self.check(answer)
+        finally:
+            _ALLOWED.reset(token)
 
 
 EXERCISES: dict[str, Exercise] = {}
@@ -134,28 +200,153 @@ def is_stub(answer: Any) -> bool:
     return False
 
 
-def learner_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call a learner's function; a stub (not callable, or returning ``None`` / ``...``) is NotAttempted."""
+# ----------------------------------------------------------------------------------------------------------
+# Calling a learner's function: copies in, package calls watched, inputs compared after.
+
+
+def _in_package(module: str) -> bool:
+    return module == _PACKAGE or module.startswith(_PACKAGE + ".")
+
+
+class _PackageCalls:
+    """Record every package function entered from outside the package while the ``with`` block runs.
+
+    A frame is recorded when its module is in the package and its caller's is not: the learner's code
+    (or a C function such as ``map`` it handed the package function to) called in.  Calls the package makes
+    internally, module bodies run by an import, and ``allowed`` functions are not recorded.  The profiler
+    that was installed before (a debugger's, say) is put back on exit.
+    """
+
+    def __init__(self, allowed: tuple[str, ...]) -> None:
+        self.allowed = allowed
+        self.calls: list[str] = []
+        self._previous: Any = None
+
+    def _hook(self, frame, event, arg):  # noqa: ARG002 - the profiler's signature
+        if event != "call":
+            return
+        module = frame.f_globals.get("__name__", "")
+        if not _in_package(module):
+            return
+        back = frame.f_back
+        if back is not None and _in_package(back.f_globals.get("__name__", "")):
+            return  # a call inside the package (including from an allowed helper)
+        code = frame.f_code
+        qual = getattr(code, "co_qualname", code.co_name)
+        if qual in ("<module>", "__getattr__", "__dir__"):
+            return  # an import running a module, or the package's lazy attribute lookup
+        name = f"{module}.{qual}"
+        if name in self.allowed or name.startswith(_ALWAYS_ALLOWED) or name in self.calls:
+            return
+        self.calls.append(name)
+
+    def __enter__(self) -> list[str]:
+        self._previous = sys.getprofile()
+        sys.setprofile(self._hook)
+        return self.calls
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.setprofile(self._previous)
+
+
+def _call(fn: Any, args: tuple, kwargs: dict) -> Any:
+    return fn(*args, **kwargs)
+
+
+# The learner's function is called from a frame outside the package, so that a package function handed over
+# as the answer itself (``f = group_advantages``, ``functools.partial(group_advantages, ...)``) is entered "from
+# outside" and recorded like any other package call: the same code, with globals that name no package module.
+_call_from_outside = types.FunctionType(_call.__code__, {"__name__": "<learner>", "__builtins__": __builtins__})
+
+
+def _copy(x: Any) -> Any:
+    """A deep copy of what a check hands a learner: tensors cloned (same ``requires_grad``), containers rebuilt."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        c = x.detach().clone()
+        return c.requires_grad_(True) if x.requires_grad else c
+    if isinstance(x, list):
+        return [_copy(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_copy(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _copy(v) for k, v in x.items()}
+    return x  # numbers, strings, None: immutable
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether ``b`` (the learner's copy, after the call) still equals ``a`` (the check's original)."""
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        if not isinstance(b, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        a, b = a.detach(), b.detach()
+        return bool(((a == b) | (a.isnan() & b.isnan())).all()) if a.is_floating_point() else bool(torch.equal(a, b))
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an object without a usable ==: treat as unchanged
+        return True
+
+
+def call_learner(fn: Any, args: tuple = (), kwargs: dict | None = None, *, allow_none: bool = False,
+                 with_args: bool = False) -> Any:
+    """Call a learner's function on copies of ``args``/``kwargs``; see the module docstring.
+
+    A stub (not callable, or returning ``None`` / ``...``) is :class:`NotAttempted` (``allow_none=True``
+    when ``None`` is a right answer for these inputs); the learner's own exception, a package call or an
+    input changed in place is an :class:`ExerciseError`.  ``with_args=True`` returns
+    ``(out, args_copy, kwargs_copy)``, for checks that differentiate through the copies the learner got.
+    """
     if is_stub(fn):
         raise NotAttempted
     if not callable(fn):
         raise ExerciseError(f"expected a function, got {type(fn).__name__}")
-    try:
-        out = fn(*args, **kwargs)
-    except (NotAttempted, ExerciseError):
-        raise
-    except NotImplementedError:
-        raise NotAttempted from None
-    except Exception as err:  # the learner's code failing is a wrong answer, shown with its error
-        raise ExerciseError(f"your function raised {type(err).__name__}: {err}") from None
-    if out is None or out is Ellipsis:
+    kwargs = kwargs or {}
+    args_c, kwargs_c = _copy(tuple(args)), _copy(dict(kwargs))
+    with _PackageCalls(_ALLOWED.get()) as calls:
+        try:
+            out = _call_from_outside(fn, args_c, kwargs_c)
+        except (NotAttempted, ExerciseError):
+            raise
+        except NotImplementedError:
+            raise NotAttempted from None
+        except Exception as err:  # the learner's code failing is a wrong answer, shown with its error
+            if calls and GUARD_PACKAGE_CALLS:
+                raise PackageCall(list(calls)) from None
+            raise ExerciseError(f"your function raised {type(err).__name__}: {err}") from None
+    if calls and GUARD_PACKAGE_CALLS:
+        raise PackageCall(list(calls))
+    if out is Ellipsis or (out is None and not allow_none):
         raise NotAttempted
-    return out
+    if GUARD_INPLACE and not (_same(tuple(args), args_c) and _same(dict(kwargs), kwargs_c)):
+        raise ExerciseError("your function changed its inputs in place (an in-place operation such as `x -= ...`, "
+                            "`x[...] = ...` or `.zero_()` on an argument). The caller still needs those values: "
+                            "work on a copy, or build new tensors.")
+    return (out, args_c, kwargs_c) if with_args else out
+
+
+def learner_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call_learner(fn, args, kwargs)``: the learner's function on copies, under the package-call guard."""
+    return call_learner(fn, args, kwargs)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Comparing answers.
 
 
 def close_to(answer: Any, expected: float, *, what: str, rel: float = 1e-3, abs_tol: float = 1e-4,
              hint: str = "") -> None:
     """Check a number; the error names ``what`` and how far off the answer is."""
+    if isinstance(answer, bool):
+        raise ExerciseError(f"{what} should be a number, got {answer!r}")
     try:
         x = float(answer)
     except (TypeError, ValueError):
@@ -183,24 +374,34 @@ def close_to_list(answer: Any, expected: Any, *, what: str, atol: float = 1e-4, 
             raise ExerciseError(f"{what}: entry {i} is {g:.6g}{sign}, which is not right. {hint}".strip())
 
 
+def _shown(a: Any) -> str:
+    text = repr(a.tolist() if hasattr(a, "tolist") else a)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
 def check_function(fn: Any, reference: Callable[..., Any], cases: list[tuple], *, what: str,
                    atol: float = 1e-5, hint: str = "") -> None:
     """Call a learner's function on each argument tuple of ``cases`` and compare with ``reference``.
 
-    Tensors, lists and numbers are compared element by element; the error shows the first failing input.
+    The expected value is computed first, on the check's own inputs; the learner's function gets copies
+    (:func:`call_learner`).  Tensors, lists and numbers are compared element by element; the error shows
+    the first failing input.
     """
     import torch
 
     for args in cases:
-        got = learner_call(fn, *args)
         want = reference(*args)
-        g = torch.as_tensor(got, dtype=torch.float64) if not isinstance(got, torch.Tensor) else got.detach().double()
-        w = torch.as_tensor(want, dtype=torch.float64) if not isinstance(want, torch.Tensor) else want.detach().double()
-        shown = ", ".join(repr(a.tolist() if hasattr(a, "tolist") else a) for a in args)
+        got = learner_call(fn, *args)
+        try:
+            g = got.detach().double() if isinstance(got, torch.Tensor) else torch.as_tensor(got, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError):
+            raise ExerciseError(f"{what} should return numbers (a tensor), got {type(got).__name__}") from None
+        w = want.detach().double() if isinstance(want, torch.Tensor) else torch.as_tensor(want, dtype=torch.float64)
+        shown = ", ".join(_shown(a) for a in args)
         if g.shape != w.shape:
             raise ExerciseError(f"{what}({shown}) has shape {tuple(g.shape)}, expected {tuple(w.shape)}. {hint}".strip())
         if not torch.allclose(g, w, atol=atol, rtol=1e-5, equal_nan=True):
-            raise ExerciseError(f"{what}({shown}) returned {g.tolist()}, expected {w.tolist()}. {hint}".strip())
+            raise ExerciseError(f"{what}({shown}) returned {_shown(g)}, expected {_shown(w)}. {hint}".strip())
 
 
 def _strict() -> bool:
@@ -211,14 +412,12 @@ def check(name: str, answer: Any) -> bool:
     """Check a learner's answer to exercise ``name``; print what is right or wrong (see module doc)."""
     ex = get_exercise(name)
     try:
-        if is_stub(answer):
-            raise NotAttempted
-        ex.check(answer)
+        ex.run(answer)
     except NotAttempted:
         if _strict():
             raise ExerciseError(f"[{name}] not attempted: {ex.prompt}") from None
         print(f"Exercise {name}: not attempted yet. {ex.prompt}\n"
-              f"Replace the `...` in `{ex.variable} = ...` above, run that cell, then run this one again.")
+              f"Replace the `...` in `{ex.variable}` above, run that cell, then run this one again.")
         return False
     except ExerciseError as err:
         if _strict():

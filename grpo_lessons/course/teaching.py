@@ -1,8 +1,9 @@
-"""Small helpers for the notebooks: compare a learner's version with the package's, check an exercise.
+"""Small helpers for the notebooks: compare a learner's version with the package's.
 
 Introduced in ``notebooks/01_why_grpo.ipynb``.  ``cmp`` follows the habit of building a quantity by
 hand and checking it against a reference, reporting whether the two agree exactly, approximately,
-and by how much at most.
+and by how much at most.  Exercises are checked by :func:`grpo_lessons.course.exercises.check`, which
+explains a wrong answer and is calm about a stub.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CmpResult", "cmp", "check_answer"]
+__all__ = ["CmpResult", "cmp"]
 
 
 class CmpResult:
@@ -61,17 +62,3 @@ def cmp(name: str, mine: Any, ref: Any, *, atol: float = 1e-6, rtol: float = 1e-
         print(repr(res))
     return res
 
-
-def check_answer(answer: Any, expected: Any, what: str = "answer", *, atol: float = 1e-4, rtol: float = 0.0) -> None:
-    """Raise ``AssertionError`` with a hint unless ``answer`` matches ``expected``; print a line when it does.
-
-    Used by the exercise cells: the learner writes ``answer``, ``expected`` comes from the package.
-    """
-    if answer is None or answer is Ellipsis:
-        raise AssertionError(f"{what}: replace the placeholder with your answer")
-    res = cmp(what, answer, expected, atol=atol, rtol=rtol, quiet=True)
-    if not res.shape_ok:
-        raise AssertionError(f"{what}: expected shape {tuple(_as_tensor(expected).shape)}, got {tuple(_as_tensor(answer).shape)}")
-    if not res.approx:
-        raise AssertionError(f"{what}: not yet - off by up to {res.maxdiff:.3g}")
-    print(f"{what}: correct")

@@ -4,16 +4,18 @@ Introduced in ``notebooks/19_trl_qwen.ipynb``; the variants race in ``notebooks/
 
 Two pieces:
 
-* :func:`grpo_config` — a ``trl.GRPOConfig`` holding a variant's paper settings (``loss_type``,
-  ``importance_sampling_level``, ``epsilon``/``epsilon_high``, ``scale_rewards``, ``beta``,
-  ``mask_truncated_completions``, SAPO temperatures, ``num_generations`` for 2-GRPO) and a
-  precision that suits the machine (bf16 on a GPU that has it, fp32 on CPU).
+* :func:`grpo_config` — a ``trl.GRPOConfig`` (a :class:`GRPOLessonsConfig`, which also carries the variant's
+  name) holding a variant's paper settings (``loss_type``, ``importance_sampling_level``,
+  ``epsilon``/``epsilon_high``, ``scale_rewards``, ``beta``, ``mask_truncated_completions``, SAPO
+  temperatures, ``num_generations`` for 2-GRPO) and a precision that suits the machine (bf16 on a GPU that
+  has it, fp32 on CPU).
 * :class:`GRPOLessonsTrainer` — a ``trl.GRPOTrainer`` whose loss is :func:`grpo_lessons.policy_loss`
-  for any registry variant, including those TRL lacks (``gspo_token``, ``gopo``), and which can do DAPO's
-  dynamic sampling (drop groups with equal rewards, refill from the dataset).  Where a variant's
-  advantages are not TRL's (GOPO's ranks; GDPO when ``multi_objective_aggregation`` is not
-  ``"normalize_then_sum"``) it replaces TRL's advantages by :func:`grpo_lessons.variant_advantages` of the
-  scored rewards (unscorable completions get 0, as in TRL).  It overrides only
+  for any registry variant, including those TRL lacks (``gspo_token``, ``gopo``, ``rloo``), and which can do
+  DAPO's dynamic sampling (drop groups with equal rewards, refill from the dataset).  Where TRL's settings do
+  not give a variant's advantages (GOPO's ranks, ScaleRL's centred batch std, RLOO's leave-one-out; GDPO when
+  ``multi_objective_aggregation`` is not ``"normalize_then_sum"``) it replaces TRL's advantages by
+  :func:`grpo_lessons.variant_advantages` of the scored rewards (unscorable completions get 0, as in TRL).
+  It overrides only
   ``_compute_loss`` (the per-token log-probs still come from TRL's own
   ``_get_per_token_logps_and_entropies``) and, for dynamic sampling, wraps
   ``_generate_and_score_completions``.  The test suite checks that for every variant
@@ -21,6 +23,11 @@ Two pieces:
 
 :func:`make_trainer` picks TRL's own trainer where TRL has the variant and nothing else is asked
 for, and the subclass otherwise.
+
+Nothing here switches on the name of a variant or a piece: every TRL field is read off the registry entries of
+the variant's pieces (an advantage scale's ``trl`` fields, a ratio level's ``importance_sampling_level``, an
+objective's ``loss_type`` per aggregation and its hyper-parameter fields, a rollout correction's
+``vllm_importance_sampling_mode``), so a newly registered piece reaches TRL without an edit here.
 """
 
 from __future__ import annotations
@@ -33,14 +40,17 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from grpo_lessons.core.variants import variant_advantages
+from grpo_lessons.core.advantages import ADVANTAGE_SCALES
+from grpo_lessons.core.correction import CORRECTION_MODES
 from grpo_lessons.core.divergence import topk_divergence
 from grpo_lessons.core.losses import policy_loss
+from grpo_lessons.core.ratios import RATIO_LEVELS
 from grpo_lessons.core.shaping import informative_groups
-from grpo_lessons.core.variants import Variant, get_variant
+from grpo_lessons.core.variants import VARIANTS, Variant, get_variant, variant_advantages
 
 __all__ = [
     "grpo_config",
+    "GRPOLessonsConfig",
     "config_fields",
     "machine_precision",
     "trl_supports",
@@ -53,30 +63,23 @@ __all__ = [
     "memory_budget",
 ]
 
-# Our aggregation -> the TRL loss_type whose normaliser it is (used when a variant has no TRL entry).
-# prompt_mean (ScaleRL) has no TRL counterpart: GRPOLessonsTrainer normalises it itself.
-_AGGREGATION_TO_LOSS_TYPE = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo",
-                             "prompt_mean": "dapo"}
-# Objectives TRL names as a loss_type of their own.
-_OBJECTIVE_LOSS_TYPES = ("sapo", "cispo", "vespo")
-# Our advantage scale -> TRL's scale_rewards; "batch_centered" (ScaleRL) is TRL's "none" rescaled by
-# GRPOLessonsTrainer with the batch std of the centred advantages.
-_SCALE_TO_TRL = {"batch_centered": "none", "decoupled": "group", "rank": "group"}
-# Objective hyper-parameter -> the GRPOConfig field that holds it.
-_PARAM_TO_FIELD = {
-    "epsilon": "epsilon",
-    "epsilon_high": "epsilon_high",
-    "tau_pos": "sapo_temperature_pos",
-    "tau_neg": "sapo_temperature_neg",
-    "k_pos": "vespo_k_pos",
-    "lambda_pos": "vespo_lambda_pos",
-    "k_neg": "vespo_k_neg",
-    "lambda_neg": "vespo_lambda_neg",
-}
-# (also) GDPO's "decoupled" is normalize_then_sum (which ignores scale_rewards); GOPO's ranks are computed by
-# GRPOLessonsTrainer over TRL's group advantages.
 # Registry train_defaults that map one-to-one onto GRPOConfig fields.
 _TRAIN_FIELDS = ("beta", "learning_rate", "mask_truncated_completions")
+# TRL loss types that normalise a token mean by the micro-batch's own tokens (not the generation batch's).
+_MICRO_BATCH_TOKEN_MEANS = ("bnpo",)
+
+
+@dataclasses.dataclass
+class GRPOLessonsConfig(GRPOConfig):
+    """A ``trl.GRPOConfig`` that also names the registry variant it was made for (:func:`grpo_config` returns one).
+
+    :class:`GRPOLessonsTrainer` trains ``variant`` when it is given no ``variant=``, so a config made for a
+    variant TRL lacks (``grpo_config("gopo")``) never trains the TRL variant its fields resemble.  TRL's own
+    ``GRPOTrainer`` accepts it like any ``GRPOConfig`` and ignores the extra field.
+    """
+
+    variant: str | None = dataclasses.field(
+        default=None, metadata={"help": "grpo_lessons registry variant these settings were made for"})
 
 
 def machine_precision() -> dict[str, Any]:
@@ -98,25 +101,27 @@ def config_fields() -> frozenset[str]:
 
 
 def trl_supports(variant: str | Variant) -> bool:
-    """Whether TRL 1.19's own ``_compute_loss`` implements ``variant`` (its registry entry names TRL fields)."""
-    return bool(get_variant(variant).trl)
+    """Whether TRL 1.16's own ``GRPOTrainer`` computes ``variant``: every piece's registry entry has a TRL setting
+    (:attr:`grpo_lessons.core.variants.Variant.in_trl`)."""
+    return get_variant(variant).in_trl
 
 
 def _derived_fields(v: Variant) -> dict[str, Any]:
-    """GRPOConfig fields read off the variant's pieces and paper defaults (before its explicit ``.trl``)."""
+    """GRPOConfig fields read off the registry entries of the variant's pieces and its paper defaults (before
+    its explicit ``.trl``)."""
+    obj, scale = v.objective_piece, v.scale_piece
     fields: dict[str, Any] = {
-        "loss_type": v.objective if v.objective in _OBJECTIVE_LOSS_TYPES else _AGGREGATION_TO_LOSS_TYPE[v.aggregation],
-        # TRL knows "token" and "sequence"; "sequence_token" (GSPO-token) is computed by our loss,
-        # so TRL is told "token" (no TRL check depends on it).
-        "importance_sampling_level": "sequence" if v.ratio_level == "sequence" else "token",
-        "scale_rewards": _SCALE_TO_TRL.get(v.advantage_scale, v.advantage_scale),
+        # the TRL loss_type computing this objective with this aggregation, else the nearest (our loss computes it)
+        "loss_type": (obj.trl or {}).get(v.aggregation, obj.trl_loss_type_fallback),
+        # a ratio level TRL lacks (GSPO-token) is computed by our loss, so TRL is told "token"
+        "importance_sampling_level": v.ratio_piece.trl or "token",
+        # the fields under which TRL's advantages are this scale's, else the nearest (the subclass recomputes)
+        **(scale.trl if scale.trl is not None else scale.trl_fallback),
     }
-    if v.advantage_scale == "decoupled":  # GDPO
-        fields["multi_objective_aggregation"] = "normalize_then_sum"
     for param in v.loss_params:
         value = v.loss_defaults.get(param)
-        if value is not None and param in _PARAM_TO_FIELD:  # DPPO's options have no GRPOConfig field
-            fields[_PARAM_TO_FIELD[param]] = value
+        if value is not None and param in obj.trl_fields:  # e.g. DPPO's options have no GRPOConfig field
+            fields[obj.trl_fields[param]] = value
     for name in _TRAIN_FIELDS:
         if name in v.train_defaults:
             fields[name] = v.train_defaults[name]
@@ -158,34 +163,101 @@ def grpo_config(variant: str | Variant = "grpo", *, rollout_correction: str | No
     fields.update(machine_precision())
     fields["report_to"] = "none"
     if rollout_correction is not None:
-        from grpo_lessons.core.correction import CORRECTION_MODES
-
-        if rollout_correction not in CORRECTION_MODES:
-            raise ValueError(f"unknown rollout_correction {rollout_correction!r}; known: {', '.join(CORRECTION_MODES)}")
-        if v.objective == "vespo" and not rollout_correction.startswith("token"):
-            raise ValueError("TRL's VESPO folds only token-level weights into W: use token_truncate or token_mask")
-        fields.update(vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=rollout_correction,
+        correction = CORRECTION_MODES.lookup(rollout_correction, "rollout_correction")
+        if correction.trl is None:
+            raise ValueError(f"rollout_correction {rollout_correction!r} has no TRL vllm_importance_sampling_mode")
+        obj = v.objective_piece
+        if obj.trl is not None and "is_weights" in obj.inputs and correction.sequence:
+            tokens = [c.name for c in CORRECTION_MODES.values() if not c.sequence and c.trl is not None]
+            raise ValueError(f"TRL's {obj.name} objective folds only token-level weights into its sequence weight: "
+                             f"use {' or '.join(tokens)}")
+        fields.update(vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=correction.trl,
                       vllm_importance_sampling_clip_max=rollout_clip_max,
                       vllm_importance_sampling_clip_min=rollout_clip_min)
     fields.update(overrides)
-    return GRPOConfig(**fields)
+    return GRPOLessonsConfig(variant=v.name, **fields)
 
 
-def variant_for_config(args) -> str:
-    """The registry name of the variant TRL's ``args`` (a GRPOConfig) computes natively."""
-    level = getattr(args, "importance_sampling_level", "token")
-    loss_type = args.loss_type
-    if level == "sequence" and loss_type == "grpo":
-        return "gspo"
-    if (level == "token" and loss_type == "grpo"
-            and getattr(args, "multi_objective_aggregation", "sum_then_normalize") == "normalize_then_sum"):
-        return "gdpo"
-    if level == "token" and loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "sapo", "cispo", "vespo"):
-        return "2-grpo" if (loss_type == "grpo" and args.num_generations == 2) else loss_type
-    raise ValueError(
-        f"no registry variant matches loss_type={loss_type!r}, importance_sampling_level={level!r}; "
-        "pass variant= explicitly"
-    )
+def _trl_signature(v: Variant) -> dict[str, Any]:
+    """The GRPOConfig fields that decide what TRL computes for ``v``: its loss_type, ratio level, the fields of
+    its advantage scale, and the group size where that defines the method (2-GRPO)."""
+    fields = {**_derived_fields(v), **v.trl}
+    keys = ["loss_type", "importance_sampling_level", *(v.scale_piece.trl or {})]
+    if v.fixed_group_size is not None:
+        keys.append("num_generations")
+    return {k: fields[k] for k in keys}
+
+
+def _matches(args, fields: dict[str, Any]) -> bool:
+    return all(getattr(args, k, None) == value for k, value in fields.items())
+
+
+def _pieces(v: Variant) -> tuple[str, str, str, str]:
+    return (v.advantage_scale, v.ratio_level, v.objective, v.aggregation)
+
+
+def variant_for_config(args) -> str | Variant:
+    """The variant ``args`` (a GRPOConfig) trains: the name it carries, or what TRL computes with its fields.
+
+    * A :class:`GRPOLessonsConfig` from :func:`grpo_config` names its variant; that name is returned while the
+      fields that decide TRL's computation (loss_type, ratio level, advantage fields, a defining group size)
+      are still the variant's — also for variants TRL lacks (``grpo_config("gopo")`` gives ``"gopo"``).
+    * Otherwise (a plain ``GRPOConfig``, or one whose deciding fields were overridden) the registered variant TRL
+      computes natively with exactly those fields (the most specific: ``loss_type="grpo"`` with
+      ``num_generations=2`` is ``"2-grpo"``).  Where no registered variant is that combination
+      (``loss_type="dr_grpo"`` with TRL's default ``scale_rewards="group"``), an unregistered :class:`Variant` with
+      the loss of the registered variant of that ``loss_type`` and the ratio level and advantage scale TRL's
+      fields select, named after both (``"dr_grpo[advantage_scale=group]"``).
+
+    Raises ``ValueError`` where that is ambiguous (several registered combinations fit the fields) or where no
+    registered piece fits (an unknown ``loss_type``): pass ``variant=`` then.
+    """
+    named = getattr(args, "variant", None)
+    if named is not None:
+        v = get_variant(named)
+        if _matches(args, _trl_signature(v)):
+            return v.name
+    level, loss_type = getattr(args, "importance_sampling_level", "token"), getattr(args, "loss_type", None)
+    native = [v for v in VARIANTS.values() if v.in_trl]
+    exact = [v for v in native if _matches(args, _trl_signature(v))]
+    if exact:
+        most = max(len(_trl_signature(v)) for v in exact)
+        best = [v for v in exact if len(_trl_signature(v)) == most]
+        if len({_pieces(v) for v in best}) > 1:
+            raise ValueError(f"ambiguous GRPOConfig: registered variants {[v.name for v in best]} all match "
+                             f"loss_type={loss_type!r}, importance_sampling_level={level!r}; pass variant=")
+        return best[0].name
+    same_loss = [v for v in native if _trl_signature(v)["loss_type"] == loss_type
+                 and v.fixed_group_size in (None, getattr(args, "num_generations", None))]
+    levels = [r.name for r in RATIO_LEVELS.values() if r.trl == level]
+    scales = [s.name for s in ADVANTAGE_SCALES.values() if s.trl is not None and _matches(args, dict(s.trl))]
+    if not same_loss or not levels or not scales:
+        raise ValueError(
+            f"no registry variant matches loss_type={loss_type!r}, importance_sampling_level={level!r}, "
+            f"scale_rewards={getattr(args, 'scale_rewards', None)!r}, multi_objective_aggregation="
+            f"{getattr(args, 'multi_objective_aggregation', None)!r}; pass variant= explicitly")
+    if len({(v.objective, v.aggregation) for v in same_loss}) > 1 or len(levels) > 1 or len(scales) > 1:
+        raise ValueError(f"ambiguous GRPOConfig: loss_type={loss_type!r} fits variants {[v.name for v in same_loss]}, "
+                         f"ratio levels {levels}, advantage scales {scales}; pass variant=")
+    base = same_loss[0]
+    changed = {k: new for k, new in (("ratio_level", levels[0]), ("advantage_scale", scales[0]))
+               if getattr(base, k) != new}
+    label = ", ".join(f"{k}={new}" for k, new in changed.items())
+    return dataclasses.replace(base, name=f"{base.name}[{label}]", title=f"{base.title} with {label} (TRL's fields)",
+                               trl={"loss_type": loss_type}, **changed)
+
+
+def _resolve_variant(variant: str | Variant | None, args) -> Variant:
+    """The variant a trainer trains: ``variant`` when given (warning if ``args`` names another), else
+    :func:`variant_for_config` of ``args``."""
+    if variant is None:
+        return get_variant(variant_for_config(args))
+    v = get_variant(variant)
+    named = getattr(args, "variant", None)
+    if named is not None and named != v.name:
+        warnings.warn(f"args were made by grpo_config({named!r}) but variant={v.name!r}: training {v.name!r}",
+                      stacklevel=3)
+    return v
 
 
 # -- dynamic sampling: merging rows of several generation batches ------------------------------------
@@ -254,7 +326,8 @@ class GRPOLessonsTrainer(GRPOTrainer):
 
     Extra arguments:
 
-    * ``variant`` — registry name (default: read off ``args`` by :func:`variant_for_config`).
+    * ``variant`` — registry name or :class:`~grpo_lessons.core.variants.Variant` (default: the one ``args``
+      names when it comes from :func:`grpo_config`, else what TRL computes with ``args``: :func:`variant_for_config`).
     * ``loss_impl`` — ``"grpo_lessons"`` (default) or ``"trl"`` (keep TRL's own loss, e.g. to use
       dynamic sampling with a TRL feature our loss lacks).
     * ``dynamic_sampling`` — DAPO Sec. 3.2: after scoring, drop groups whose rewards are all
@@ -277,9 +350,11 @@ class GRPOLessonsTrainer(GRPOTrainer):
     ``sampling_logp``: DPPO's anchor, the off-policy mask's reference (``off_policy_mask_threshold``) and,
     with ``vllm_importance_sampling_correction``, the TIS/MIS weights of every
     ``vllm_importance_sampling_mode`` (recomputed from the same tensors, so equal to TRL's
-    ``importance_sampling_ratio``).  Without vLLM the anchor is ``pi_old``.  ``scalerl``: TRL's
-    ``scale_rewards="none"`` advantages are divided by their batch std (all processes), and the prompt-level
-    aggregation is normalised over the whole generation batch (weights computed before TRL shuffles it).
+    ``importance_sampling_ratio``).  Without vLLM the anchor is ``pi_old``.  Advantages: where the variant's
+    advantage scale has no TRL setting, or ``args`` holds another one, TRL's advantages are replaced by
+    :func:`grpo_lessons.variant_advantages` of the gathered rewards (the whole generation batch, every
+    process).  An aggregation normalised over the whole batch (ScaleRL's ``prompt_mean``) gets its per-row
+    weights before TRL shuffles the batch.
     What ``policy_loss`` cannot express raises ``NotImplementedError`` at construction
     (``top_entropy_quantile``, ``delta``, the entropy bonus, the MoE aux loss): use ``loss_impl="trl"``
     for those.  DPPO's top-K variants: TRL keeps no sampler top-K, so the trainer keeps ``pi_old``'s top
@@ -296,7 +371,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         if loss_impl not in ("grpo_lessons", "trl"):
             raise ValueError(f"loss_impl must be 'grpo_lessons' or 'trl', got {loss_impl!r}")
-        self.variant = get_variant(variant if variant is not None else variant_for_config(self.args))
+        self.variant = _resolve_variant(variant, self.args)
         self.loss_impl = loss_impl
         self.dynamic_sampling = bool(dynamic_sampling)
         if max_sampling_rounds < 0:
@@ -314,12 +389,12 @@ class GRPOLessonsTrainer(GRPOTrainer):
 
     def _check_supported(self) -> None:
         a, v = self.args, self.variant
-        if (not self._own_advantages() and v.advantage_scale != "decoupled"
-                and a.scale_rewards != _SCALE_TO_TRL.get(v.advantage_scale, v.advantage_scale)
-                and a.multi_objective_aggregation == "sum_then_normalize"):
+        scale = v.scale_piece
+        if scale.trl is not None and not _matches(a, dict(scale.trl)):
+            asked = {k: getattr(a, k, None) for k in scale.trl}
             warnings.warn(
-                f"variant {v.name!r} uses advantage scale {v.advantage_scale!r} but args.scale_rewards="
-                f"{a.scale_rewards!r}; TRL computes the advantages, so the run is not {v.title}",
+                f"variant {v.name!r} uses advantage scale {v.advantage_scale!r} (TRL: {dict(scale.trl)}) but args "
+                f"hold {asked}; the trainer computes the variant's advantages itself instead of TRL's",
                 stacklevel=3,
             )
         if self.dynamic_sampling:
@@ -342,15 +417,13 @@ class GRPOLessonsTrainer(GRPOTrainer):
                 "Turn them off, or pass loss_impl='trl' to keep TRL's loss."
             )
 
-    def _sequence_level_is(self) -> bool:
-        return self.vllm_importance_sampling_mode in ("sequence_mask", "sequence_truncate")
-
     # ---- the loss ------------------------------------------------------------------------------
 
     def _loss_params(self) -> dict[str, Any]:
         params = {}
+        fields = self.variant.objective_piece.trl_fields
         for name in self.variant.loss_params:
-            field = _PARAM_TO_FIELD.get(name)
+            field = fields.get(name)
             if field is not None and getattr(self.args, field, None) is not None:
                 params[name] = getattr(self.args, field)
         params.update(self.loss_options)
@@ -359,7 +432,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
     def _global_token_norm(self) -> bool:
         """DAPO-style token mean over the whole generation batch (TRL ``dapo``), not per micro-batch (``bnpo``)."""
         v = self.variant
-        return v.aggregation == "token_mean" and v.trl.get("loss_type") != "bnpo"
+        return v.aggregation_piece.token_count and v.trl.get("loss_type") not in _MICRO_BATCH_TOKEN_MEANS
 
     def _compute_loss(self, model, inputs):
         if self.loss_impl == "trl":
@@ -391,7 +464,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
             if training:
                 num_items = num_items * accum / self.args.steps_per_generation
             divide_by = 1
-        if self.variant.aggregation == "prompt_mean":
+        if self.variant.aggregation_piece.batch_weights is not None:
             # prompt_weights sum the whole generation batch (all processes) to one prompt mean: undo DDP's
             # average over processes and spread the batch over its accumulation window, as TRL does for dapo
             divide_by = accum / self.args.steps_per_generation if training else 1
@@ -419,7 +492,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
                 kw["rollout_clip_min"] = self.vllm_importance_sampling_clip_min
         if self.args.off_policy_mask_threshold is not None:
             kw["off_policy_mask_threshold"] = self.args.off_policy_mask_threshold
-        if self.variant.aggregation == "prompt_mean":
+        if self.variant.aggregation_piece.batch_weights is not None:
             kw["prompt_weights"] = inputs["prompt_weights"]
         if self._topk_kind() is not None:
             parts = []
@@ -437,10 +510,10 @@ class GRPOLessonsTrainer(GRPOTrainer):
         return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
     def _topk_kind(self) -> str | None:
-        """``"tv"`` / ``"kl"`` for DPPO's top-K variants, else None."""
+        """``"tv"`` / ``"kl"`` when the objective needs a top-K divergence with these options (DPPO's top-K
+        variants), else None."""
         v = self.variant
-        kind = str(self.loss_options.get("kind", v.loss_defaults.get("kind", "")))
-        return kind.split("_")[1] if v.objective == "dppo" and kind.startswith("topk") else None
+        return v.objective_piece.divergence_kind({**v.loss_defaults, **self.loss_options})
 
     @torch.no_grad()
     def _completion_logits(self, model, batch, rows: slice = slice(None)) -> torch.Tensor:
@@ -474,12 +547,12 @@ class GRPOLessonsTrainer(GRPOTrainer):
         for name, value in out.extras.items():
             self._log_mean(name, value)
 
-    # ---- advantages TRL does not compute: GOPO's ranks, GDPO when TRL sums first ---------------------
+    # ---- advantages TRL does not compute (GOPO's ranks, ScaleRL, RLOO; GDPO when TRL sums first) -----
 
     def _own_advantages(self) -> bool:
-        v = self.variant
-        return v.advantage_scale == "rank" or (
-            v.advantage_scale == "decoupled" and self.args.multi_objective_aggregation != "normalize_then_sum")
+        """Whether TRL's advantages are not the variant's: its scale has no TRL setting, or ``args`` hold another."""
+        trl = self.variant.scale_piece.trl
+        return trl is None or not _matches(self.args, dict(trl))
 
     def _score(self, inputs):
         """TRL's generation and scoring, with the advantages replaced where the variant's piece is not TRL's."""
@@ -505,7 +578,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
     def _informative(self, num_generations: int) -> torch.Tensor:
         """``(N // G,)`` bool: groups of the last scored batch whose reward is not constant."""
         r = self._last_rewards_per_func
-        if self.multi_objective_aggregation == "normalize_then_sum":
+        if self.variant.scale_piece.per_reward or self.multi_objective_aggregation == "normalize_then_sum":
             cols = [informative_groups(torch.nan_to_num(r[:, k]).cpu(), num_generations) for k in range(r.shape[1])]
             return torch.stack(cols).any(dim=0)
         total = (r * self.reward_weights.to(r.device).unsqueeze(0)).nansum(dim=1)
@@ -518,11 +591,12 @@ class GRPOLessonsTrainer(GRPOTrainer):
         return [self.train_dataset[i] for i in idx]
 
     def _generate_and_score_completions(self, inputs):
-        return self._scalerl_fields(self._dynamic_sampling_batch(inputs))
+        return self._batch_fields(self._dynamic_sampling_batch(inputs))
 
-    def _scalerl_fields(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """Batch-level pieces, computed before TRL shuffles and splits the generation batch: ScaleRL's
-        advantage scale and prompt weights, DPPO top-K's ``pi_old`` top-K log-probs."""
+    def _batch_fields(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Batch-level pieces, computed before TRL shuffles and splits the generation batch: the per-row weights
+        of an aggregation normalised over the whole batch (ScaleRL's prompt weights) and the ``pi_old`` top-K
+        log-probs of an objective that needs a top-K divergence (DPPO's top-K variants)."""
         v = self.variant
         if self.loss_impl == "trl":
             return batch
@@ -534,21 +608,17 @@ class GRPOLessonsTrainer(GRPOTrainer):
                 ids.append(top.indices)
                 lps.append(top.values)
             batch["old_topk_ids"], batch["old_topk_logps"] = torch.cat(ids), torch.cat(lps)  # (B, T, K)
-        if v.advantage_scale == "batch_centered":
-            # TRL's scale_rewards="none" gives r - mean_g; divide by the std of those over the whole batch
-            # (every process), Bessel + 1e-4 like TRL's own stds (group_advantages(scale="batch_centered")).
-            adv_all = self.accelerator.gather(batch["advantages"])  # (N_total,)
-            batch["advantages"] = batch["advantages"] / (adv_all.std() + 1e-4)
-        if v.aggregation == "prompt_mean":
-            from grpo_lessons.core.aggregation import prompt_weights
-
+        batch_weights = v.aggregation_piece.batch_weights
+        if batch_weights is not None:
             mask = batch["completion_mask"] if "tool_mask" not in batch else batch["completion_mask"] * batch["tool_mask"]
             lengths = self.accelerator.gather(mask.sum(-1).float())  # (N_total,) TRL keeps groups contiguous
-            w = prompt_weights(lengths.unsqueeze(-1), self.num_generations)  # (N_total,)
+            w = batch_weights(lengths.unsqueeze(-1), self.num_generations)  # (N_total,)
             n = mask.shape[0]
             start = self.accelerator.process_index * n
             batch["prompt_weights"] = w[start:start + n]  # (B,) this process's rows
         return batch
+
+    _scalerl_fields = _batch_fields  # the older name
 
     def _dynamic_sampling_batch(self, inputs):
         batch = self._score(inputs)

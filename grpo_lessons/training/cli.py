@@ -29,6 +29,11 @@ def _bool_flag(p: argparse.ArgumentParser, name: str, help: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``grpo-lessons`` parser; the variant and rollout-correction names in its help come from the registries
+    (a variant or piece registered before the parser is built is listed and accepted)."""
+    from grpo_lessons.core.correction import CORRECTION_MODES
+    from grpo_lessons.core.variants import VARIANTS
+
     from .trainer import TrainConfig
 
     d = TrainConfig()
@@ -40,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--model", default=d.model,
                    help="smollm2 (offline SmolLM2-135M-Instruct), tiny-qwen2, tiny-qwen3, a hub name or a local path")
     t.add_argument("--task", default=d.task, help="arithmetic or countdown")
-    t.add_argument("--variant", default=d.variant, help="a registered variant (grpo-lessons variants lists them)")
+    t.add_argument("--variant", default=d.variant, metavar="VARIANT",
+                   help=f"a registered variant: {', '.join(sorted(VARIANTS))} (grpo-lessons variants describes them)")
     t.add_argument("--steps", type=int, default=d.steps)
     t.add_argument("--prompts-per-step", type=int, default=None,
                    help="prompts (groups) per step (default: 8; 2-grpo: 32, the same completions per step as G = 8)")
@@ -74,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one weight per reward function of the task")
     t.add_argument("--max-minutes", type=float, default=None,
                    help="stop after this much training time in this invocation, evaluation excluded (a --resume gets a new budget)")
-    t.add_argument("--precision", default=d.precision, choices=["fp32", "bf16-mixed"],
-                   help="bf16-mixed: forward/backward on a bf16 copy of the weights, fp32 master weights and loss")
+    t.add_argument("--precision", default=d.precision, choices=["auto", "fp32", "bf16-mixed"],
+                   help="bf16-mixed: forward/backward on a bf16 copy of the weights, fp32 master weights and loss; "
+                        "auto (default): bf16-mixed on a CUDA GPU with bf16, else fp32")
     t.add_argument("--sampler-dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="sample with a copy of the weights in this dtype, resynced after every update "
                         "(default: the trained model samples; no train/inference gap)")
@@ -90,8 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--reuse-freed-memory", action=argparse.BooleanOptionalAction, default=d.reuse_freed_memory,
                    help="Linux: glibc keeps freed memory for reuse instead of unmapping it (faster CPU steps)")
     t.add_argument("--optimizer", default=d.optimizer, choices=["adamw-fused", "adamw-foreach", "adamw"])
-    t.add_argument("--rollout-correction", default=None,
-                   help="correct the sampler/trainer gap in the loss (see policy_loss; default: none)")
+    t.add_argument("--rollout-correction", default=None, metavar="MODE",
+                   help=f"correct the sampler/trainer gap in the loss: {', '.join(CORRECTION_MODES)} (see policy_loss; "
+                        "default: none)")
     t.add_argument("--rollout-clip-max", type=float, default=d.rollout_clip_max)
     t.add_argument("--rollout-clip-min", type=float, default=None)
     t.add_argument("--off-policy-mask-threshold", type=float, default=None)
@@ -131,6 +139,10 @@ def _train(args) -> int:
 
     cfg = config_from_args(args)
     cfg.validate()
+    if cfg.rollout_correction is not None:  # a name the registry lacks fails here, not at the first update
+        from grpo_lessons.core.correction import CORRECTION_MODES
+
+        CORRECTION_MODES.lookup(cfg.rollout_correction, "--rollout-correction")
     print(f"grpo-lessons train: model={cfg.model} task={cfg.task} variant={cfg.variant} steps={cfg.steps} "
           f"P={cfg.resolve().prompts_per_step} G={cfg.resolve().group_size} lr={cfg.lr:g} out={cfg.out}", flush=True)
     result = train(cfg, progress=not args.no_progress)
@@ -162,7 +174,9 @@ def _variants() -> int:
 
     for name in sorted(VARIANTS):
         v = VARIANTS[name]
-        print(f"{name:12s} {v.title}\n{'':12s} {v.citation}\n{'':12s} TRL: {dict(v.trl) or 'not in TRL'}")
+        pieces = f"{v.advantage_scale} advantages, {v.ratio_level} ratio, {v.objective} objective, {v.aggregation}"
+        trl = dict(v.trl) if v.in_trl else "not in TRL's GRPOTrainer (GRPOLessonsTrainer computes it)"
+        print(f"{name:12s} {v.title}\n{'':12s} {v.citation}\n{'':12s} pieces: {pieces}\n{'':12s} TRL: {trl}")
     return 0
 
 

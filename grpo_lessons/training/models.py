@@ -137,9 +137,9 @@ def count_parameters(model) -> int:
 
 def _resolve_dtype(dtype, device: str) -> torch.dtype:
     if dtype is None or dtype == "auto":
-        # fp32 on CPU (bf16 matmuls are slow there and fp16 overflows); bf16 on a GPU that has it.
-        if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
+        # fp32 everywhere: weights that are trained need fp32 (an AdamW step of lr 3e-5 is far below bf16's spacing,
+        # so bf16 weights would round most updates away); on a GPU bf16 is the compute's precision, not the weights'
+        # (the trainer's precision="bf16-mixed", TRL's bf16=True).  Pass dtype="bfloat16" for inference only.
         return torch.float32
     if isinstance(dtype, str):
         try:
@@ -181,7 +181,8 @@ def load_model(name_or_path: str, *, dtype: torch.dtype | str | None = None, dev
                trust_remote_code: bool = False):
     """Load ``(model, tokenizer)`` for a causal LM by hub name (``"Qwen/Qwen2.5-0.5B-Instruct"``) or local directory.
 
-    ``dtype=None`` picks float32 on CPU and bfloat16 on a GPU; ``device="auto"`` picks CUDA when present.
+    ``dtype=None`` picks float32 (on a GPU too: train with bf16 compute over fp32 weights, the trainer's
+    ``precision="bf16-mixed"``); ``device="auto"`` picks CUDA when present.
     The tokenizer pads on the left and gets a pad token if it has none.  The model is in eval mode;
     call ``model.train()`` before fine-tuning.  A hub name that cannot be reached raises a
     ``RuntimeError`` saying so (set ``HF_HUB_OFFLINE=0`` and check the network, or pass a local path).

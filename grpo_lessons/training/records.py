@@ -95,7 +95,7 @@ BASE_COLUMNS = [
     "step", "reward_mean", "reward_std", "accuracy", "eval_reward_mean", "eval_completion_len",
     "loss", "policy_loss", "kl", "kl_start", "clip_frac", "clip_frac_low", "clip_frac_high", "ratio_mean", "grad_norm",
     "adv_rms", "completion_len", "truncated_frac", "empty_frac", "overlong_penalty", "frac_zero_std_groups",
-    "resample_rounds", "groups_trained", "completions_sampled",
+    "resample_rounds", "groups_trained", "update_skipped", "completions_sampled",
     # a fingerprint of the trained batch's completion token ids: equal across runs that sampled the same batch
     "batch_hash",
     # the sampler/trainer mismatch: mean k3 of (sampler, pi_old) per token, and the token ratio pi_old / mu

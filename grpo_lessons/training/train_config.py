@@ -16,15 +16,25 @@ from typing import Any
 
 from grpo_lessons.core.variants import get_variant
 
-__all__ = ["TrainConfig", "TRAJECTORY_FIELDS", "DEFAULT_GROUP_SIZE", "DEFAULT_PROMPTS_PER_STEP", "ENTROPY_IN"]
+__all__ = ["TrainConfig", "default_precision", "TRAJECTORY_FIELDS", "DEFAULT_GROUP_SIZE", "DEFAULT_PROMPTS_PER_STEP", "ENTROPY_IN"]
 
 DEFAULT_GROUP_SIZE = 8
 DEFAULT_PROMPTS_PER_STEP = 8
-PRECISIONS = ("fp32", "bf16-mixed")
+PRECISIONS = ("fp32", "bf16-mixed")  # what "auto" resolves to (default_precision)
 SAMPLER_DTYPES = ("float32", "bfloat16", "float16")
 OPTIMIZERS = ("adamw-fused", "adamw-foreach", "adamw")
 COPY_ROUNDINGS = ("dither", "nearest")
 ENTROPY_IN = ("reward", "loss")  # where TrainConfig.entropy_bonus enters
+
+
+def default_precision(device: str | None) -> str:
+    """``precision="auto"``: ``"bf16-mixed"`` (bf16 compute, fp32 master weights) on a CUDA device that has bf16,
+    else ``"fp32"`` (a CPU: the precision every parity test checks).  ``device`` None or ``"auto"``: CUDA if present."""
+    import torch
+
+    dev = str(device) if device not in (None, "auto") else ("cuda" if torch.cuda.is_available() else "cpu")
+    gpu_bf16 = dev.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return "bf16-mixed" if gpu_bf16 else "fp32"
 
 
 @dataclass
@@ -73,11 +83,13 @@ class TrainConfig:
     max_minutes: float | None = None  # stop after this much training time in this invocation (evaluation excluded,
     #   timed in the CSV's time_eval), then evaluate and checkpoint; a resume gets a new budget; None: no limit
     save_model: bool = False  # write the trained model (or adapter) to out/model at the end
-    dtype: str | None = None  # None: float32 on CPU
+    dtype: str | None = None  # the weights' dtype when cfg.model is loaded; None: float32 (under bf16-mixed the
+    #   weights are fp32 master weights whatever dtype they arrive in; bf16 compute is `precision`'s business)
     device: str = "cpu"
     # ----- speed: precision of the training pass and of the sampler
-    precision: str = "fp32"  # "bf16-mixed": forward/backward on a bf16 copy of the weights, fp32 master weights
-    #   (the optimiser's), fp32 log-softmax and loss (train_setup.make_compute_model)
+    precision: str = "auto"  # "bf16-mixed": forward/backward on a bf16 copy of the weights, fp32 master weights
+    #   (the optimiser's), fp32 log-softmax and loss (train_setup.make_compute_model); "fp32"; "auto": bf16-mixed on a
+    #   CUDA device with bf16, else fp32 (default_precision)
     sampler_dtype: str | None = None  # e.g. "bfloat16": sample with a low-precision copy of the weights (resynced
     #   after every update); None: the trainer's own model samples (no train/inference gap)
     copy_rounding: str = "dither"  # how the fp32 weights are rounded into the bf16 copies after each update:
@@ -115,6 +127,7 @@ class TrainConfig:
           compared with, 8 prompts x 8 = 32 prompts x 2 (4x the prompts; the paper's 8x is against G = 16).
         * ``max_new_tokens``: the task's budget (arithmetic 12, countdown 32), else ``DEFAULT_MAX_NEW_TOKENS``.
         * ``beta``, ``dynamic_sampling``, ``mask_truncated_completions``: the variant's ``train_defaults``.
+        * ``precision="auto"``: :func:`default_precision` of ``device``.
         """
         from .data import DEFAULT_MAX_NEW_TOKENS, TASKS
 
@@ -130,6 +143,7 @@ class TrainConfig:
             P = int(td.get("prompts_per_step", DEFAULT_PROMPTS_PER_STEP))
         return dataclasses.replace(
             self, group_size=G, max_new_tokens=n, prompts_per_step=P,
+            precision=default_precision(self.device) if self.precision == "auto" else self.precision,
             beta=float(td.get("beta", 0.0)) if self.beta is None else self.beta,
             dynamic_sampling=(bool(td.get("dynamic_sampling", False)) if self.dynamic_sampling is None
                               else self.dynamic_sampling),
@@ -201,8 +215,8 @@ class TrainConfig:
             raise ValueError(f"max_minutes must be > 0 (or None), got {self.max_minutes!r}")
         if self.trainable_layers is not None:
             positive_int("trainable_layers")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.precision not in (*PRECISIONS, "auto"):
+            raise ValueError(f"precision must be one of {(*PRECISIONS, 'auto')}, got {self.precision!r}")
         if self.sampler_dtype is not None and self.sampler_dtype not in SAMPLER_DTYPES:
             raise ValueError(f"sampler_dtype must be None or one of {SAMPLER_DTYPES}, got {self.sampler_dtype!r}")
         if self.copy_rounding not in COPY_ROUNDINGS:

@@ -21,7 +21,7 @@ from .scoring import reward_names
 from .train_config import TrainConfig
 from grpo_lessons.core.variants import Variant
 
-__all__ = ["RunData", "load_data", "load_model", "check_prompt_lengths", "prepare_model", "make_optimizer",
+__all__ = ["RunData", "load_data", "load_model", "check_prompt_lengths", "prepare_model", "fp32_master_weights", "make_reference", "make_optimizer",
            "make_sampler", "make_compute_model", "low_precision_copy", "FP32Head", "LowPrecisionSync", "round_to_bf16",
            "set_attention", "reuse_freed_memory",
            "record_topk"]
@@ -78,8 +78,9 @@ def load_data(cfg: TrainConfig, train_rows: Sequence[dict] | None = None, eval_r
 
 
 def load_model(cfg: TrainConfig, model=None, tokenizer=None) -> tuple[Any, Any]:
-    """``(model, tokenizer)``: the ones passed in, else ``cfg.model`` loaded in ``cfg.dtype`` on ``cfg.device``
-    (:func:`grpo_lessons.training.models.resolve_model`).  A model without its tokenizer is a ``ValueError``."""
+    """``(model, tokenizer)``: the ones passed in, else ``cfg.model`` loaded in ``cfg.dtype`` (None: float32) on
+    ``cfg.device`` (:func:`grpo_lessons.training.models.resolve_model`).  A model without its tokenizer is a
+    ``ValueError``."""
     if model is None:
         from .models import resolve_model
         return resolve_model(cfg.model, dtype=cfg.dtype, device=cfg.device)
@@ -106,18 +107,19 @@ def record_topk(cfg: TrainConfig, variant: Variant) -> int:
     return cfg.topk if topk_variant else 0
 
 
-def prepare_model(cfg: TrainConfig, model) -> tuple[Any, Any]:
-    """Make ``model`` trainable as configured; returns ``(policy, reference or None)``.
+def prepare_model(cfg: TrainConfig, model):
+    """Make ``model`` trainable as configured; returns the policy (in eval mode: dropout off).
 
-    LoRA (peft) wraps the model and its adapter-free base is the reference; ``trainable_layers`` freezes all
-    but the last N blocks (+ the final norm); otherwise every weight trains.  Whenever ``beta > 0`` and the
-    reference cannot be the adapter-free base (full or ``trainable_layers`` training), a frozen copy of the
-    initial weights is the reference.
+    Under ``precision="bf16-mixed"`` the weights become fp32 master weights first, whatever dtype they arrived in
+    (:func:`fp32_master_weights`).  LoRA (peft) wraps the model (its adapter-free base is then ``pi_ref``);
+    ``trainable_layers`` freezes all but the last N blocks (+ the final norm); otherwise every weight trains.  The
+    frozen reference, when one is needed, is :func:`make_reference`'s copy of the model the training forward runs on.
     """
+    if cfg.precision == "bf16-mixed":
+        fp32_master_weights(model)
     layers = _block_list(model) if cfg.trainable_layers is not None else None
     if layers is not None and cfg.trainable_layers > len(layers):
         raise ValueError(f"trainable_layers={cfg.trainable_layers} but the model has {len(layers)} blocks")
-    ref_model = None
     if cfg.lora:
         from peft import LoraConfig, get_peft_model
         present = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
@@ -141,11 +143,41 @@ def prepare_model(cfg: TrainConfig, model) -> tuple[Any, Any]:
         if norm is not None:
             for p in norm.parameters():
                 p.requires_grad_(True)
-    if cfg.beta > 0 and not cfg.lora:  # (LoRA: the adapter-free base is pi_ref, no copy needed)
-        ref_model = copy.deepcopy(model).eval()  # pi_ref: the initial weights, frozen
-        for p in ref_model.parameters():
-            p.requires_grad_(False)
-    return model.eval(), ref_model  # dropout off: the sampling policy is the scored policy
+    return model.eval()  # dropout off: the sampling policy is the scored policy
+
+
+def fp32_master_weights(model):
+    """Cast ``model``'s floating-point parameters to fp32 in place (buffers keep their dtype); returns ``model``.
+
+    Mixed precision keeps the weights the optimiser steps in fp32 and computes in bf16 (Micikevicius et al. 2018,
+    arXiv:1710.03740; TRL's ``bf16=True`` over a model it loads in fp32).  A model that arrives in bf16 would
+    otherwise be stepped in bf16: an AdamW step of lr 3e-5 is far below bf16's spacing around a typical weight, so
+    most of it rounds away (measured on SmolLM2: one update changed 3.2 % of the bf16 weights, 90 % of fp32 ones).
+    The cast is exact (every bf16 / fp16 value is an fp32 value), so the bf16 compute copy made from the fp32
+    weights holds exactly the weights the model arrived with.
+    """
+    for p in model.parameters():
+        if p.is_floating_point() and p.dtype != torch.float32:
+            p.data = p.data.to(torch.float32)
+    return model
+
+
+def make_reference(cfg: TrainConfig, train_model):
+    """``pi_ref``: a frozen copy of ``train_model`` -- the model the training forward runs on (the fp32 policy, or
+    under ``precision="bf16-mixed"`` its bf16 compute copy, :func:`make_compute_model`) -- taken before the first
+    update; None when ``beta == 0`` or with LoRA (the adapter-free base is ``pi_ref``, no copy needed).
+
+    Copying the compute model itself, after its first sync, makes ``pi_ref`` the same function as ``pi_theta`` at
+    step 1 in every precision: the same weights, rounded the same way, run by the same kernels, so the KL is exactly
+    0 before the first update.  (An fp32 copy run under bf16 autocast is another function: autocast rounds each
+    matmul's weights to nearest bf16, the compute copy holds dithered ones, and the norms and embeddings differ too.)
+    """
+    if cfg.beta <= 0 or cfg.lora:
+        return None
+    ref = copy.deepcopy(train_model).eval()  # the initial weights, frozen
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
 
 
 def make_optimizer(cfg: TrainConfig, params: list) -> torch.optim.Optimizer:
@@ -207,9 +239,15 @@ def round_to_bf16(src: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
     a value is rounded up (away from zero: the pattern is sign-magnitude) exactly when its dropped bits exceed
     ``2^16 - threshold``.  A uniform threshold rounds up with probability equal to the dropped fraction.  Infinities
     stay infinite; only values within a bf16 step of float32's maximum can round up to inf, as nearest rounding does.
+    A NaN stays NaN (bf16's quiet NaN): the bit arithmetic alone would carry a NaN's mantissa into its sign (-0) or
+    drop it (inf), hiding a diverged weight behind a finite number.
     """
     bits = src.contiguous().view(torch.int32) + threshold
-    return bits.bitwise_and_(-65536).view(torch.float32)
+    out = bits.bitwise_and_(-65536).view(torch.float32)
+    nan = src.isnan()
+    if bool(nan.any()):
+        out[nan] = float("nan")  # 0x7FC00000: a quiet NaN that bf16 holds exactly
+    return out
 
 
 class LowPrecisionSync:

@@ -76,7 +76,7 @@ from .scoring import (eval_fields, evaluate, matrix_weights, reward_matrix, rewa
 from grpo_lessons.core.shaping import informative_groups, truncation_mask
 from .train_config import TrainConfig
 from .train_setup import (check_prompt_lengths, load_data, load_model, make_compute_model, make_optimizer,
-                          make_sampler, prepare_model, record_topk, reuse_freed_memory, set_attention,
+                          make_reference, make_sampler, prepare_model, record_topk, reuse_freed_memory, set_attention,
                           LowPrecisionSync)
 from .update import (EMPTY_UPDATE, LossTally, autocast, batch_loss, correction_settings, micro_batches,
                      mismatch_stats)
@@ -86,7 +86,7 @@ __all__ = [
     "TrainConfig", "TrainResult", "Trainer", "Batch", "train", "score_completions", "batch_loss",
     "evaluate", "PromptStream", "load_history", "CHECKPOINT_NAME", "METRICS_NAME",
     # re-exported from the modules the loop calls (train_setup, scoring, update)
-    "prepare_model", "make_optimizer", "make_sampler", "reward_names", "autocast", "mismatch_stats",
+    "prepare_model", "make_reference", "make_optimizer", "make_sampler", "reward_names", "autocast", "mismatch_stats",
 ]
 
 
@@ -143,8 +143,8 @@ class Trainer(records.RunRecords):
         if cfg.reuse_freed_memory and torch.device(cfg.device).type == "cpu":
             reuse_freed_memory()  # glibc: reuse freed blocks instead of faulting fresh pages in every step
         torch.manual_seed(cfg.seed)  # LoRA initialisation and every sampled token follow from here
-        set_attention(cfg, model)  # "auto": eager attention on a CPU (every copy below inherits it)
-        self.model, self.ref_model = prepare_model(cfg, model)
+        set_attention(cfg, model)  # "auto": gqa attention on a CPU (every copy below inherits it)
+        self.model = prepare_model(cfg, model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the model has no trainable parameters")
@@ -155,6 +155,8 @@ class Trainer(records.RunRecords):
         # after each update: fp32 weights -> the copies, rounded against a fixed random threshold per weight
         self._sync = LowPrecisionSync([*self._compute_pairs, *self._sampler_pairs], cfg.copy_rounding, cfg.seed)
         self.sync_sampler()  # the copies start rounded the way every later sync rounds them
+        # pi_ref: a frozen copy of the training forward's model as it is now, so KL = 0 exactly before the first update
+        self.ref_model = make_reference(cfg, self.train_model)
         self.stream = PromptStream(len(self.train_rows), cfg.seed)
         self.record_topk = record_topk(cfg, self.variant)  # DPPO top-K: the sampler keeps its top-K per position
         self.entropy_reward = cfg.entropy_bonus if cfg.entropy_in == "reward" else 0.0
@@ -173,10 +175,10 @@ class Trainer(records.RunRecords):
     def _frozen_start(self):
         """The start weights for ``kl_start``: a frozen copy of the model the training pass runs on, as it is now
         (after the first sync), so ``kl_start`` is exactly 0 before the first update.  LoRA: None (the adapter-free
-        base is the start); fp32 training with ``beta > 0``: the reference model, which is the same weights."""
+        base is the start); ``beta > 0``: the reference model, which is that same copy (make_reference)."""
         if self.cfg.lora:
             return None
-        if self.ref_model is not None and self.train_model is self.model:
+        if self.ref_model is not None:
             return self.ref_model
         start = copy.deepcopy(self.train_model).eval()
         for p in start.parameters():
@@ -310,10 +312,16 @@ class Trainer(records.RunRecords):
 
     # ----- 4. the update
     def update(self, batch: Batch) -> dict:
-        """``mu`` AdamW steps on one batch; returns the loss diagnostics (means over the ``mu`` steps)."""
+        """``mu`` AdamW steps on one batch; returns the loss diagnostics (means over the ``mu`` steps).
+
+        A batch with no groups or no unmasked token takes no step at all (``update_skipped = 1``; weights, optimiser
+        state and step count untouched): the loss of a batch whose tokens are all masked is 0 by definition (logged
+        as such, with its KL term), but AdamW would still move every weight (weight decay, earlier steps' moments)."""
         cfg, v, N = self.cfg, self.variant, len(batch.rewards)
         if N == 0:
             return dict(EMPTY_UPDATE)
+        if not bool((batch.loss_mask > 0).any()):  # e.g. every completion truncated under overlong filtering
+            return {**EMPTY_UPDATE, "loss": 0.0, "policy_loss": 0.0, "kl": 0.0 if self.beta > 0 else None}
         token_mean = v.aggregation == "token_mean"
         # ScaleRL's prompt_mean: each row's weight 1 / (P n_g) from the whole batch, so micro-batches add up exactly
         pw = prompt_weights(batch.loss_mask, cfg.group_size) if v.aggregation == "prompt_mean" else None

@@ -25,9 +25,11 @@ from grpo_lessons.core.variants import Variant, get_variant
 __all__ = ["batch_loss", "autocast", "micro_batches", "correction_settings", "mismatch_stats", "LossTally",
            "EMPTY_UPDATE"]
 
-# What Trainer.update returns for a batch with no groups (dynamic sampling found no informative one).
+# What Trainer.update returns when it takes no optimiser step: a batch with no groups (dynamic sampling found no
+# informative one) or no unmasked token (e.g. every completion truncated under overlong filtering).
 EMPTY_UPDATE = {"loss": None, "policy_loss": None, "kl": None, "clip_frac": None, "clip_frac_low": None,
-                "clip_frac_high": None, "ratio_mean": None, "grad_norm": None, "groups_trained": 0}
+                "clip_frac_high": None, "ratio_mean": None, "grad_norm": None, "groups_trained": 0,
+                "update_skipped": 1}
 
 
 def batch_loss(model, rollout: Rollout, advantages: torch.Tensor, loss_mask: torch.Tensor, *,
@@ -117,9 +119,9 @@ def correction_settings(cfg: TrainConfig, variant: Variant, sampling_logp: torch
 
 
 def autocast(model, precision: str):
-    """bf16 autocast on the model's device for ``precision="bf16-mixed"`` and an fp32 model (the trainer's frozen
-    reference, or a caller's fp32 model); a no-op context for ``"fp32"`` or a model already in bf16 (the trainer's
-    compute copy, :func:`grpo_lessons.training.train_setup.make_compute_model`)."""
+    """bf16 autocast on the model's device for ``precision="bf16-mixed"`` and an fp32 model (a caller's fp32 model);
+    a no-op context for ``"fp32"`` or a model already in bf16 (the trainer's compute copy,
+    :func:`grpo_lessons.training.train_setup.make_compute_model`, and its frozen reference, a copy of it)."""
     param = next(model.parameters())
     on = precision == "bf16-mixed" and param.dtype == torch.float32
     return torch.autocast(device_type=param.device.type, dtype=torch.bfloat16, enabled=on)
@@ -198,6 +200,6 @@ class LossTally:
             "clip_frac_low": acc["clip_low"] / mu if has_clip else None,
             "clip_frac_high": acc["clip_high"] / mu if has_clip else None,
             "ratio_mean": acc["ratio_mean"] / mu, "grad_norm": acc["grad_norm"] / mu,
-            "groups_trained": groups_trained,
+            "groups_trained": groups_trained, "update_skipped": 0,
             **({"entropy_bonus": entropy_coef * acc["entropy_term"] / mu} if entropy_coef else {}),
         }

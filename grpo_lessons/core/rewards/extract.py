@@ -3,6 +3,39 @@
 Everything here is total: any input (``None``, a dict, 10 MB of text, unicode) gives a result or
 ``None``, never an exception.  Only ASCII digits count as digits (``re.ASCII``), so look-alike
 unicode digits never match by accident.
+
+**The rule: never a wrong number.**  A number is read exactly (as a ``Fraction``) or not at all: when the
+last number-looking thing in a text is not one number we can read exactly, the answer is ``None`` ("no
+answer", reward 0) -- we never fall back to an earlier number or to a piece of the last one.
+
+Read exactly:
+
+* integers and signs: ``42``, ``-7``, ``+5``, ``−5`` (a unicode minus is a minus);
+* thousands separators in groups of exactly three: ``1,234``, ``1,234,567.5``;
+* decimals, as decimals (no float): ``2.50`` -> 5/2, ``.5``, ``-.5``;
+* scientific notation with ``|exponent| <= MAX_EXPONENT`` (30): ``1e3`` -> 1000, ``2.5e-3`` -> 1/400, ``1E+5``;
+* a fraction is one number: ``1/2``, ``x = 7/2``, ``7 / 2``, ``-1/2``, ``1/-2``, ``10 ÷ 4`` -> 5/2;
+* punctuation and units around a number are not part of it: ``42.``, ``(42)``, ``42%``, ``$42`` -> 42;
+* a minus right after a digit is subtraction, and the last number counts: ``23-5=18`` -> 18, ``5-3`` -> 3.
+
+No answer (``None``), because reading a piece would give a wrong number:
+
+* an exponent out of bounds: ``1e999999``, ``1e31`` (nothing huge is ever built); a second exponent ``1e5e3``;
+* powers in prose: ``9**9**9``, ``2**10``, ``2^10`` (``\\boxed{2^{10}}`` is read, by :func:`latex_number`);
+* dotted chains (versions, section numbers): ``3.14.15``, ``1.2.3``;
+* a comma that is not a thousands separator (a decimal comma? a list?): ``1,00``, ``3,5``, ``1,2,3``, ``1,2345``;
+* two signs in a row: ``--5``, ``+-5``, ``5--3``;
+* a zero denominator ``1/0``; chains of slashes ``12/25/2023``, ``3/4/``; a mixed number ``3 1/2``;
+* a divisor with no numeral numerator ``y / 2``; a fraction inside a product ``2*7/2`` (that is 7, not 7/2);
+* hex, binary and octal literals ``0x1F``, ``0b101``; underscores ``1_000``; times and ratios ``10:30``;
+* a leading-dot decimal right after a dot (a range, an ellipsis): ``1..5``, ``so...5``;
+* LaTeX markup in prose: ``\\frac{1}{2}``, ``\\frac12``, ``\\sqrt 2``, ``x_2`` (:func:`latex_number` reads
+  markup inside a box or tag);
+* a number token over 40 characters.
+
+A space or a comma followed by a space separates numbers: ``1, 2, 3`` -> 3, ``1 000`` -> 0 (the last number;
+a space as a thousands separator is not recognised).  Inside ``<answer>`` / ``\\boxed{}`` the same rules
+apply to the content; LaTeX there goes to :func:`latex_number`.
 """
 
 from __future__ import annotations
@@ -22,6 +55,7 @@ __all__ = [
     "extract_answer",
     "latex_number",
     "MAX_POWER_DIGITS",
+    "MAX_EXPONENT",
 ]
 
 #: Only the last ``MAX_CHARS`` characters of a completion are searched (answers come at the end;
@@ -31,15 +65,37 @@ _MAX_NUMBER_CHARS = 40  # a "number" longer than this is not an answer anybody a
 
 _OPEN = re.compile(r"<answer>", re.IGNORECASE)
 _CLOSE = re.compile(r"</answer>", re.IGNORECASE)
-# A number: optional minus (not when it follows a digit or ")" -- that is subtraction), thousands
-# separators, optional decimals.  "23-5=18" -> 23, 5, 18;  "-7" -> -7;  "1,234.5" -> 1234.5.
-# A leading-dot decimal (".5") is one number, 0.5, not the 5 after a stray dot.
-_NUMBER = re.compile(r"(?:(?<![0-9)\]])-)?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?<![0-9])\.\d+)", re.ASCII)
+# A number token: optional minus (not when it follows a digit or ")" -- that is subtraction), thousands
+# separators, optional decimals, optional exponent.  "23-5=18" -> 23, 5, 18;  "-7" -> -7;  "1,234.5" -> 1234.5.
+# A leading-dot decimal (".5") is one number, 0.5, not the 5 after a stray dot.  Whether the last token is a
+# whole number (and not a piece of "3.14.15" or "9**9**9") is decided by its context (_unreadable).
+_MANTISSA = r"(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?<![0-9])\.\d+)"
+_TOKEN = r"(?:(?<![0-9)\]])-)?" + _MANTISSA + r"(?:[eE][+-]?\d+)?"
+_NUMBER = re.compile(_TOKEN, re.ASCII)
+# One numeral as parse_number reads it: a token, or a fraction of two tokens ("7/2", "7 / 2", "7 ÷ 2").
+_NUMERAL = re.compile(r"(" + _TOKEN + r")(?:\s*[/÷]\s*(" + _TOKEN + r"))?", re.ASCII)
+_SLASH = re.compile(r"\s*[/÷]\s*")
+# What may not touch a number on its left or right (see the module docstring's table).
+_BAD_LEFT = re.compile(
+    r"(?:[0-9]"                          # a digit: the token is the tail of a malformed run ("1,2345")
+    r"|[0-9][.,_:]"                      # 3.14.15, 1,00, 1_000, 10:30
+    r"|[0-9][eE][+-]?"                   # 1e5e3: a second exponent
+    r"|0[xXbBoO][0-9a-fA-F]*"            # 0x1F, 0xAB12, 0b101, 0o17
+    r"|\\[A-Za-z]+"                      # \frac12, \sqrt2: a LaTeX command's argument
+    r"|\\(?:[dt]?frac|sqrt|binom)\s+"      # \frac 12
+    r"|(?:\*\*|[\^{_])\s*"                # 9**9**9, 2^10, \frac{1}{2}, x_2
+    r")$", re.ASCII)
+_BAD_RIGHT = re.compile(r"\s*(?:\*\*|[\^}])|[eE][+-]?[0-9]", re.ASCII)  # 2**10, 2^{10}, {2}, 1e5e3
+_PRODUCT = re.compile(r"(?:[*×·]|\\cdot|\\times)\s*$")
+_MIXED = re.compile(r"[0-9]\s+$", re.ASCII)
+_HEX_TAIL = re.compile(r"[xXbBoO][0-9a-fA-F]", re.ASCII)
 # Unicode minus signs read as ASCII "-" ("−5" is minus five, not five).  Dashes (– —) are left alone:
 # in prose they are ranges and punctuation more often than signs.
 _MINUS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-"})
 #: Largest ``|exponent * log10(|base|)|`` a LaTeX power may have (``2^{10}`` is fine, ``9^{9^{9}}`` is no answer).
 MAX_POWER_DIGITS = 30
+#: Largest ``|exponent|`` of scientific notation (``1e30`` is read, ``1e31`` and ``1e999999`` are no answer).
+MAX_EXPONENT = MAX_POWER_DIGITS
 
 
 def completion_text(completion) -> str:
@@ -111,12 +167,14 @@ def boxed(text: str) -> str | None:
 
 
 def parse_number(s) -> Fraction | None:
-    """An exact number from a short string: ``"1,234"``, ``"-5"``, ``"−5"``, ``".5"``, ``"2.50"``, ``"$72"``, ``7`` -> ``Fraction``.
+    """An exact number from a short string: ``"1,234"``, ``"-5"``, ``"−5"``, ``".5"``, ``"2.50"``, ``"$72"``,
+    ``"1e3"``, ``"2.5e-3"``, ``"7/2"``, ``7`` -> ``Fraction`` (the forms of the module docstring's table).
 
     Integers (Python's, numpy's: any ``numbers.Integral``) and finite floats are accepted too.  A float is
     read as the decimal it prints as (``0.1`` -> 1/10, ``19.99`` -> 1999/100), not as its binary value
     (``Fraction(0.1)`` is 3602879701896397/36028797018963968 and would never equal the text "0.1").
-    Anything that is not one number gives ``None``.
+    Anything that is not one number -- ``"3.14.15"``, ``"1,00"``, ``"--5"``, ``"1/0"``, ``"1e999999"`` --
+    gives ``None``.
     """
     if isinstance(s, (bool,)) or type(s).__name__ == "bool_":
         return None
@@ -138,13 +196,36 @@ def parse_number(s) -> Fraction | None:
     t = t.replace("{,}", ",")
     if t.startswith("\\$"):
         t = t[2:]
-    m = _NUMBER.fullmatch(t)
-    if not m or len(t) > _MAX_NUMBER_CHARS:
+    if t[:1] == "+" and t[1:2] not in ("+", "-"):
+        t = t[1:]  # "+5" is 5 ("+-5" stays unreadable)
+    m = _NUMERAL.fullmatch(t)
+    if not m:
         return None
+    value = _token_value(m.group(1))
+    if m.group(2) is None or value is None:
+        return value
+    return _divide(value, _token_value(m.group(2)))
+
+
+def _token_value(tok: str) -> Fraction | None:
+    """The exact value of one ``_NUMBER`` token, or ``None`` when it is too long or its exponent too large."""
+    if len(tok) > _MAX_NUMBER_CHARS:
+        return None
+    mantissa, _, exponent = tok.lower().replace(",", "").partition("e")
     try:
-        return Fraction(t.replace(",", ""))
+        value = Fraction(mantissa)
+        exp = int(exponent) if exponent else 0
     except (ValueError, ZeroDivisionError):
         return None
+    if abs(exp) > MAX_EXPONENT:
+        return None  # bounded: 1e999999 is never built
+    return value * Fraction(10) ** exp
+
+
+def _divide(num: Fraction | None, den: Fraction | None) -> Fraction | None:
+    if num is None or den is None or den == 0:
+        return None
+    return num / den
 
 
 def _normalise(text: str) -> str:
@@ -153,25 +234,49 @@ def _normalise(text: str) -> str:
 
 
 def last_number(text: str) -> Fraction | None:
-    """The last number in ``text`` (see ``parse_number`` for the forms), or ``None``.
+    """The last number in ``text``, exactly, or ``None`` (the table in the module docstring).
 
-    A last number that sits inside LaTeX markup (``\\frac{1}{2}``, ``2^{10}``: right after ``{`` ``^`` ``_``
-    or right before ``}`` ``^``) is no answer: reading it alone would give a wrong number (2, 10).
+    The last number-looking token decides: if it is not one number we can read exactly -- a piece of
+    ``3.14.15``, ``1,00``, ``9**9**9``, LaTeX markup (``\\frac{1}{2}``, ``2^{10}``), an exponent out of bounds --
+    the answer is ``None``, never an earlier number or a part of it.  ``a/b`` is the fraction ``a/b``.
     Use :func:`latex_number` on markup.
     """
     if not isinstance(text, str):
         return None
     text = _normalise(_tail(text))
-    for m in reversed(list(_NUMBER.finditer(text))):
-        before = text[:m.start()].rstrip()[-1:]
-        after = text[m.end():].lstrip()[:1]
-        if before in ("{", "^", "_") or after in ("}", "^"):
-            return None
-        value = parse_number(m.group(0))
-        if value is not None:
-            return value
-        return None  # the last number-looking token is unusable (e.g. 60 digits): no answer
-    return None
+    last = prev = None
+    for m in _NUMBER.finditer(text):
+        last, prev = m, last
+    if last is None or _unreadable(text, last):
+        return None
+    value = _token_value(last.group(0))
+    left = text[max(0, last.start() - 8):last.start()]
+    if not (left.rstrip().endswith("/") or left.rstrip().endswith("÷")):
+        return value
+    # "7/2", "7 / 2": a fraction, if a numeral stands right before the slash and nothing chains on either side
+    if (prev is None or not _SLASH.fullmatch(text, prev.end(), last.start()) or _unreadable(text, prev)
+            or text[last.end():last.end() + 1] == "/"):
+        return None  # "y / 2" (no numerator), "1/2/3" is caught below, "3/4/" chains on the right
+    before = text[max(0, prev.start() - 16):prev.start()]
+    if before.rstrip().endswith(("/", "÷")) or _PRODUCT.search(before) or _MIXED.search(before):
+        return None  # 12/25/2023, 2*7/2 (= 7, not 7/2), 3 1/2 (a mixed number)
+    return _divide(_token_value(prev.group(0)), value)
+
+
+def _unreadable(text: str, m: re.Match) -> bool:
+    """Whether the token ``m`` is part of something that is not one number (``3.14.15``, ``--5``, ``0x1F``, ...)."""
+    s, e = m.start(), m.end()
+    left = text[max(0, s - 16):s]
+    if _BAD_LEFT.search(left) or _BAD_RIGHT.match(text, e):
+        return True
+    if m.group(0).startswith(".") and left.endswith("."):
+        return True  # 1..5, so...5: a range or an ellipsis, not 0.5
+    digits = s + 1 if m.group(0).startswith("-") else s
+    if digits >= 2 and text[digits - 1] in "+-" and text[digits - 2] in "+-":
+        return True  # --5, +-5, 5--3
+    if m.group(0).lstrip("-") == "0" and _HEX_TAIL.match(text, e):
+        return True  # 0xFF
+    return False
 
 
 # LaTeX a boxed/tagged answer may carry.  Spacing and sizing commands go; units in \text{} go.

@@ -18,19 +18,20 @@ def _loo(answer):
              hint="The baseline is the mean of the OTHER three rewards (0.5, 0.5, 1.5), not of all four.")
 
 
-def _ref_loo(r):
-    g = r.numel()
-    return (r - (r.sum() - r) / (g - 1))
+def reference_loo(rewards, G):
+    """Leave-one-out advantages of consecutive groups of ``G``: the package's identity G/(G-1) x group-mean."""
+    return G / (G - 1) * group_advantages(rewards, G, scale="none")
 
 
 def _loo_fn(fn):
     gen = torch.Generator().manual_seed(1)
-    cases = [(torch.tensor([1.0, 0.0, 0.0, 1.0]),)] + [
-        (torch.randint(0, 3, (g,), generator=gen).double(),) for g in (2, 5, 8)]
-    for (r,) in cases:  # the package's identity: leave-one-out = G/(G-1) * group-mean advantage
-        assert torch.allclose(_ref_loo(r), r.numel() / (r.numel() - 1) * group_advantages(r, r.numel(), scale="none"))
-    check_function(fn, _ref_loo, cases, what="loo_advantages",
-                   hint="For each i: r_i minus the mean of the other G-1 rewards, (sum(r) - r_i) / (G - 1).")
+    cases = [(torch.tensor([1.0, 0.0, 0.0, 1.0]), 4),                       # one group
+             (torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0]), 3),             # two groups, one all-equal
+             (torch.tensor([0.0, 2.0, 5.0, 5.0]), 2)]                       # G = 2: a pair and a tie
+    cases += [(torch.randint(0, 3, (g * k,), generator=gen).double(), g) for g, k in ((5, 2), (8, 3))]
+    check_function(fn, reference_loo, cases, what="loo_advantages",
+                   hint="View the rewards as (num_groups, G); for each i: r_i minus the mean of the OTHER G - 1 "
+                        "rewards of its group, (group sum - r_i) / (G - 1); flatten back.")
 
 
 register(Exercise(
@@ -45,8 +46,18 @@ register(Exercise(
     wrong_code=("answer_loo_0 = 0.5", "answer_loo_0 = -2 / 3")))
 register(Exercise(
     name="01-loo-function", notebook="01_why_grpo.ipynb", variable="loo_advantages", kind="code",
-    prompt="Write loo_advantages(r) for a 1-D tensor r of one group's rewards: r_i minus the mean of the others.",
-    check=_loo_fn,
-    solution_code="def loo_advantages(r):\n    return r - (r.sum() - r) / (r.numel() - 1)",
-    wrong_code=("def loo_advantages(r):\n    return r - r.mean()",
-                "def loo_advantages(r):\n    return r - r.sum() / (r.numel() - 1)")))
+    prompt="Write loo_advantages(rewards, G) for a flat tensor of consecutive groups of G: each r_i minus the mean "
+           "of the other G - 1 rewards of its group.",
+    check=_loo_fn, reference=reference_loo,
+    solution_code=("def loo_advantages(rewards, G):\n    r = rewards.view(-1, G)  # (groups, G)\n"
+                   "    return (r - (r.sum(1, keepdim=True) - r) / (G - 1)).flatten()"),
+    wrong_code=(
+        # the leave-in group mean: G/(G-1) times too small
+        "def loo_advantages(rewards, G):\n    r = rewards.view(-1, G)\n    return (r - r.mean(1, keepdim=True)).flatten()",
+        # one group's formula applied to the whole batch
+        "def loo_advantages(rewards, G):\n    return rewards - (rewards.sum() - rewards) / (rewards.numel() - 1)",
+        # divides by G instead of G - 1
+        "def loo_advantages(rewards, G):\n    r = rewards.view(-1, G)\n"
+        "    return (r - (r.sum(1, keepdim=True) - r) / G).flatten()"),
+    package_code=("from grpo_lessons import group_advantages\n\n"
+                  "def loo_advantages(rewards, G):\n    return G / (G - 1) * group_advantages(rewards, G, scale='none')")))

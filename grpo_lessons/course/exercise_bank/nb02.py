@@ -17,11 +17,17 @@ def _smallest_g(answer):
         raise ExerciseError(f"G = {answer} works, but so does G = {answer - 1}: find the SMALLEST one.")
 
 
+def reference_standardized(rewards, G):
+    """GRPO's advantages: (r - group mean) / (group std (Bessel) + 1e-4); 0 for an all-equal group."""
+    return group_advantages(rewards, G)
+
+
 def _std_adv(fn):
     gen = torch.Generator().manual_seed(2)
-    cases = [(torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0]), 3)] + [
-        (torch.rand(g * k, generator=gen, dtype=torch.float64), g) for g, k in ((4, 2), (8, 3))]
-    check_function(fn, lambda r, g: group_advantages(r, g), cases, what="standardized_advantages", atol=1e-4,
+    cases = [(torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0]), 3),
+             (torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0]), 4)]  # an all-equal group: exactly 0
+    cases += [(torch.rand(g * k, generator=gen, dtype=torch.float64), g) for g, k in ((4, 2), (8, 3))]
+    check_function(fn, reference_standardized, cases, what="standardized_advantages", atol=1e-4,
                    hint="Reshape to (num_groups, G); subtract each group's mean, divide by its std "
                         "(unbiased, torch.std's default) plus 1e-4; flatten back.")
 
@@ -35,9 +41,14 @@ register(Exercise(
     name="02-standardized", notebook="02_group_advantages.ipynb", variable="standardized_advantages", kind="code",
     prompt="Write standardized_advantages(rewards, G): GRPO's (r - group mean) / (group std + 1e-4) for a flat "
            "tensor of consecutive groups of G.",
-    check=_std_adv,
-    solution_code=("def standardized_advantages(rewards, G):\n    r = rewards.view(-1, G)\n"
+    check=_std_adv, reference=reference_standardized,
+    solution_code=("def standardized_advantages(rewards, G):\n    r = rewards.view(-1, G)  # (groups, G)\n"
                    "    return ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).flatten()"),
     wrong_code=("def standardized_advantages(rewards, G):\n    return (rewards - rewards.mean()) / (rewards.std() + 1e-4)",
                 "def standardized_advantages(rewards, G):\n    r = rewards.view(-1, G)\n"
-                "    return ((r - r.mean(1, keepdim=True)) / (r.std(1, unbiased=False, keepdim=True) + 1e-4)).flatten()")))
+                "    return ((r - r.mean(1, keepdim=True)) / (r.std(1, unbiased=False, keepdim=True) + 1e-4)).flatten()",
+                # eps inside the square root
+                "def standardized_advantages(rewards, G):\n    r = rewards.view(-1, G)\n"
+                "    return ((r - r.mean(1, keepdim=True)) / (r.var(1, keepdim=True) + 1e-4).sqrt()).flatten()"),
+    package_code=("from grpo_lessons import group_advantages\n\n"
+                  "def standardized_advantages(rewards, G):\n    return group_advantages(rewards, G)")))

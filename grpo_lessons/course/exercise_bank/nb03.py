@@ -1,4 +1,4 @@
-"""Exercises of notebook 03 (clipped surrogate and KL): token weights, zero-gradient tokens, the clipped objective."""
+"""Exercises of notebook 03 (clipped surrogate and KL): token weights, zero-gradient tokens, the clip's gradient."""
 
 import torch
 
@@ -34,17 +34,27 @@ def _zero(answer):
                        "or r > 1 + eps_high with A > 0.")
 
 
-def _ref_obj(r, a, eps):
-    return -clipped_surrogate(r, a, epsilon=eps).per_token_loss
+def reference_clip_gradient(r, A, eps_low, eps_high):
+    """dJ/dr of the clipped objective J = min(r A, clip(r, 1 - eps_low, 1 + eps_high) A), by autograd."""
+    x = torch.as_tensor(r, dtype=torch.float64).detach().clone().requires_grad_(True)
+    a = torch.as_tensor(A, dtype=torch.float64)
+    J = -clipped_surrogate(x, a, epsilon=eps_low, epsilon_high=eps_high).per_token_loss
+    return torch.autograd.grad(J.sum(), x)[0]
 
 
-def _obj(fn):
+def _clip_grad(fn):
     gen = torch.Generator().manual_seed(3)
-    cases = [(torch.tensor([0.5, 0.5, 1.5, 1.5]), torch.tensor([1.0, -1.0, 1.0, -1.0]), 0.2)] + [
-        (0.5 + torch.rand(12, generator=gen, dtype=torch.float64), torch.randn(12, generator=gen, dtype=torch.float64), e)
-        for e in (0.1, 0.28)]
-    check_function(fn, _ref_obj, cases, what="clipped_objective",
-                   hint="The objective (to maximise) is min(r * A, clip(r, 1 - eps, 1 + eps) * A), per token.")
+    cases = [(torch.tensor([0.5, 0.7, 0.9, 1.0, 1.25, 1.35, 1.6], dtype=torch.float64),
+              torch.tensor([1.0, -1.0, -1.0, 1.0, 1.0, 1.0, -1.0], dtype=torch.float64), 0.2, 0.28),
+              (torch.tensor([0.5, 1.5, 1.0], dtype=torch.float64), torch.zeros(3, dtype=torch.float64), 0.2, 0.2)]
+    for e_low, e_high in ((0.2, 0.2), (0.1, 0.3)):
+        r = torch.exp(0.4 * torch.randn(40, generator=gen, dtype=torch.float64))
+        near = ((r - (1 - e_low)).abs() < 1e-3) | ((r - (1 + e_high)).abs() < 1e-3)
+        r = torch.where(near, r + 2e-3, r)  # keep off the boundaries, where the derivative jumps
+        cases.append((r, torch.randn(40, generator=gen, dtype=torch.float64), e_low, e_high))
+    check_function(fn, reference_clip_gradient, cases, what="clip_gradient", atol=1e-9,
+                   hint="dJ/dr is A, except 0 where the clip binds on the side the advantage pushes: "
+                        "r > 1 + eps_high with A > 0, or r < 1 - eps_low with A < 0.")
 
 
 register(Exercise(
@@ -60,12 +70,28 @@ register(Exercise(
     check=_zero, solution_code="answer_b = [False, True, False, True, False]",
     wrong_code=("answer_b = [True, True, False, True, True]", "answer_b = [True, False, False, True, False]")))
 register(Exercise(
-    name="03-clipped-objective", notebook="03_clipped_surrogate_and_kl.ipynb", variable="clipped_objective",
-    kind="code",
-    prompt="Write clipped_objective(r, A, eps): the per-token clipped surrogate objective (to maximise).",
-    check=_obj,
-    solution_code=("import torch\n\ndef clipped_objective(r, A, eps):\n"
-                   "    return torch.minimum(r * A, torch.clamp(r, 1 - eps, 1 + eps) * A)"),
-    wrong_code=("import torch\n\ndef clipped_objective(r, A, eps):\n    return torch.clamp(r, 1 - eps, 1 + eps) * A",
-                "import torch\n\ndef clipped_objective(r, A, eps):\n"
-                "    return torch.maximum(r * A, torch.clamp(r, 1 - eps, 1 + eps) * A)")))
+    name="03-clip-gradient", notebook="03_clipped_surrogate_and_kl.ipynb", variable="clip_gradient", kind="code",
+    prompt="Write clip_gradient(r, A, eps_low, eps_high): the derivative dJ/dr of the clipped objective per token, "
+           "without autograd.",
+    check=_clip_grad, reference=reference_clip_gradient,
+    solution_code=("import torch\n\ndef clip_gradient(r, A, eps_low, eps_high):\n"
+                   "    stopped = ((A > 0) & (r > 1 + eps_high)) | ((A < 0) & (r < 1 - eps_low))\n"
+                   "    return torch.where(stopped, torch.zeros_like(A), A)"),
+    wrong_code=(
+        # zero outside the range on both sides, whatever the sign of A
+        "import torch\n\ndef clip_gradient(r, A, eps_low, eps_high):\n"
+        "    outside = (r > 1 + eps_high) | (r < 1 - eps_low)\n"
+        "    return torch.where(outside, torch.zeros_like(A), A)",
+        # the sides swapped: a token that moved the wrong way is the one silenced
+        "import torch\n\ndef clip_gradient(r, A, eps_low, eps_high):\n"
+        "    stopped = ((A > 0) & (r < 1 - eps_low)) | ((A < 0) & (r > 1 + eps_high))\n"
+        "    return torch.where(stopped, torch.zeros_like(A), A)",
+        # the symmetric range: eps_high ignored
+        "import torch\n\ndef clip_gradient(r, A, eps_low, eps_high):\n"
+        "    stopped = ((A > 0) & (r > 1 + eps_low)) | ((A < 0) & (r < 1 - eps_low))\n"
+        "    return torch.where(stopped, torch.zeros_like(A), A)"),
+    package_code=("from grpo_lessons.core.objectives import clipped_surrogate\nimport torch\n\n"
+                  "def clip_gradient(r, A, eps_low, eps_high):\n"
+                  "    x = r.clone().requires_grad_(True)\n"
+                  "    J = -clipped_surrogate(x, A, epsilon=eps_low, epsilon_high=eps_high).per_token_loss\n"
+                  "    return torch.autograd.grad(J.sum(), x)[0]")))

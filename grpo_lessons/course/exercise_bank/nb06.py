@@ -1,4 +1,4 @@
-"""Exercises of notebook 06 (Dr. GRPO): completion weights, unscaled advantages, Dr. GRPO's loss."""
+"""Exercises of notebook 06 (Dr. GRPO): completion weights by hand and in code, unscaled advantages."""
 
 import torch
 
@@ -25,12 +25,21 @@ def _adv(answer):
                   what="Dr. GRPO advantages", hint="Dr. GRPO keeps r - mean(r) and drops the division by the std.")
 
 
+def reference_completion_weights(lengths, variant, L):
+    """The total gradient weight of each completion, sum_t w_t, under ``variant``'s aggregation."""
+    mask = (torch.arange(L)[None, :] < torch.as_tensor(lengths)[:, None]).double()  # (B, L)
+    return token_weights(mask, get_variant(variant).aggregation, max_completion_length=L).sum(-1)
+
+
 def _fn(fn):
     gen = torch.Generator().manual_seed(6)
-    cases = [(torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0]), 3)] + [
-        (torch.randint(0, 2, (g * k,), generator=gen).double(), g) for g, k in ((4, 3), (8, 2))]
-    check_function(fn, lambda r, g: group_advantages(r, g, scale="none"), cases, what="dr_grpo_advantages",
-                   hint="View the flat rewards as (num_groups, G), subtract each row's mean, flatten; no std.")
+    cases = [(torch.tensor([4, 16]), v, 32) for v in ("grpo", "dapo", "dr_grpo")]
+    cases += [(torch.tensor([7]), v, 8) for v in ("grpo", "bnpo", "dr_grpo")]  # a batch of one
+    cases += [(torch.randint(1, 65, (6,), generator=gen), v, 64) for v in ("grpo", "bnpo", "dapo", "dr_grpo")]
+    check_function(fn, reference_completion_weights, cases, what="completion_weights", atol=1e-9,
+                   hint="Sum one token's weight over the completion's |o_i| tokens: grpo 1/B (each token 1/(B |o_i|)); "
+                        "bnpo and dapo |o_i| / (total tokens of the batch); dr_grpo |o_i| / (B L) with L the constant "
+                        "max_completion_length, not the longest completion.")
 
 
 register(Exercise(
@@ -45,11 +54,32 @@ register(Exercise(
     check=_adv, solution_code="answer_b = [0.4, -0.6, -0.6, 0.4, 0.4]",
     wrong_code=("answer_b = [0.8165, -1.2247, -1.2247, 0.8165, 0.8165]", "answer_b = [0.6, -0.4, -0.4, 0.6, 0.6]")))
 register(Exercise(
-    name="06-drgrpo-function", notebook="06_dr_grpo.ipynb", variable="dr_grpo_advantages", kind="code",
-    prompt="Write dr_grpo_advantages(rewards, G) for a flat tensor of consecutive groups of G.",
-    check=_fn,
-    solution_code=("def dr_grpo_advantages(rewards, G):\n    r = rewards.view(-1, G)\n"
-                   "    return (r - r.mean(1, keepdim=True)).flatten()"),
-    wrong_code=("def dr_grpo_advantages(rewards, G):\n    return rewards - rewards.mean()",
-                "def dr_grpo_advantages(rewards, G):\n    r = rewards.view(-1, G)\n"
-                "    return ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).flatten()")))
+    name="06-weights-function", notebook="06_dr_grpo.ipynb", variable="completion_weights", kind="code",
+    prompt="Write completion_weights(lengths, variant, L): the total weight of each completion (the sum of its "
+           "tokens' weights) for a (B,) tensor of lengths, variant 'grpo', 'bnpo', 'dapo' or 'dr_grpo', and "
+           "max_completion_length L.",
+    check=_fn, reference=reference_completion_weights,
+    solution_code=("import torch\n\ndef completion_weights(lengths, variant, L):\n"
+                   "    n = lengths.double()  # (B,)\n"
+                   "    B = n.numel()\n"
+                   "    if variant == 'grpo':\n        return torch.full_like(n, 1 / B)\n"
+                   "    if variant in ('bnpo', 'dapo'):\n        return n / n.sum()\n"
+                   "    return n / (B * L)"),
+    wrong_code=(
+        # grpo without the 1/B: a completion's tokens sum to 1
+        "import torch\n\ndef completion_weights(lengths, variant, L):\n    n = lengths.double()\n"
+        "    if variant == 'grpo':\n        return torch.ones_like(n)\n"
+        "    if variant in ('bnpo', 'dapo'):\n        return n / n.sum()\n    return n / (n.numel() * L)",
+        # dr_grpo normalised by the longest completion of the batch instead of the constant L
+        "import torch\n\ndef completion_weights(lengths, variant, L):\n    n = lengths.double()\n"
+        "    if variant == 'grpo':\n        return torch.full_like(n, 1 / n.numel())\n"
+        "    if variant in ('bnpo', 'dapo'):\n        return n / n.sum()\n    return n / (n.numel() * n.max())",
+        # one token's weight instead of the whole completion's
+        "import torch\n\ndef completion_weights(lengths, variant, L):\n    n = lengths.double()\n"
+        "    if variant == 'grpo':\n        return 1 / (n.numel() * n)\n"
+        "    if variant in ('bnpo', 'dapo'):\n        return torch.full_like(n, 1 / n.sum())\n"
+        "    return torch.full_like(n, 1 / (n.numel() * L))"),
+    package_code=("import torch\nfrom grpo_lessons import get_variant\nfrom grpo_lessons.core.aggregation import token_weights\n\n"
+                  "def completion_weights(lengths, variant, L):\n"
+                  "    mask = (torch.arange(L)[None, :] < lengths[:, None]).double()\n"
+                  "    return token_weights(mask, get_variant(variant).aggregation, max_completion_length=L).sum(-1)")))

@@ -23,12 +23,17 @@ def _cost(answer):
              hint="Each group is informative with chance q, so on average 32 / q groups are drawn.")
 
 
+def reference_overlong(lengths, L_max, L_cache):
+    """DAPO's soft overlong punishment (Eq. 13), the package's ``soft_overlong_penalty``."""
+    return soft_overlong_penalty(lengths, L_max, L_cache)
+
+
 def _fn(fn):
     gen = torch.Generator().manual_seed(7)
     lengths = torch.cat([torch.tensor([0.0, 100.0, 16384.0, 19000.0, 20480.0, 25000.0]),
                          torch.randint(0, 24000, (10,), generator=gen).double()])
     cases = [(lengths, 20480, 4096), (lengths / 10, 2048, 512)]
-    check_function(fn, soft_overlong_penalty, cases, what="overlong_penalty",
+    check_function(fn, reference_overlong, cases, what="overlong_penalty",
                    hint="0 up to L_max - L_cache; ((L_max - L_cache) - |y|) / L_cache inside the buffer; -1 beyond L_max.")
 
 
@@ -46,11 +51,17 @@ register(Exercise(
 register(Exercise(
     name="07-overlong-function", notebook="07_dapo.ipynb", variable="overlong_penalty", kind="code",
     prompt="Write overlong_penalty(lengths, L_max, L_cache) for a 1-D tensor of completion lengths (DAPO Eq. 13).",
-    check=_fn,
+    check=_fn, reference=reference_overlong,
     solution_code=("import torch\n\ndef overlong_penalty(lengths, L_max, L_cache):\n"
                    "    start = L_max - L_cache\n"
                    "    return torch.clamp((start - lengths) / L_cache, min=-1.0, max=0.0)"),
     wrong_code=("import torch\n\ndef overlong_penalty(lengths, L_max, L_cache):\n"
                 "    return torch.clamp((L_max - L_cache - lengths) / L_cache, max=0.0)",
                 "import torch\n\ndef overlong_penalty(lengths, L_max, L_cache):\n"
-                "    return -(lengths > L_max).double()")))
+                "    return -(lengths > L_max).double()",
+                # the chapter's formula: L_cache read as a threshold
+                "import torch\n\ndef overlong_penalty(lengths, L_max, L_cache):\n"
+                "    return -torch.clamp((lengths - L_cache) / (L_max - L_cache), min=0.0)"),
+    package_code=("from grpo_lessons.core.shaping import soft_overlong_penalty\n\n"
+                  "def overlong_penalty(lengths, L_max, L_cache):\n"
+                  "    return soft_overlong_penalty(lengths, L_max, L_cache)")))

@@ -1,4 +1,4 @@
-"""Exercises of notebook 10 (SAPO): the soft gate's weight, the temperature that halves it, the weight as code."""
+"""Exercises of notebook 10 (SAPO): the soft gate's weight, the temperature that halves it, the weight on grad log pi."""
 
 import torch
 
@@ -28,12 +28,25 @@ def _b(answer):
              hint="Solve 4 s (1 - s) = 1/2 for s = sigma(x): s = (2 + sqrt 2) / 4, so x = log(3 + 2 sqrt 2); tau = x / 0.5.")
 
 
+def reference_logp_weight(r, A, tau_pos, tau_neg):
+    """d(f(r) A) / d log pi per token, by autograd through the package's ``sapo_surrogate``."""
+    x = torch.as_tensor(r, dtype=torch.float64).log().detach().requires_grad_(True)  # log r = log pi - log pi_old
+    a = torch.as_tensor(A, dtype=torch.float64)
+    obj = -sapo_surrogate(torch.exp(x), a, tau_pos=tau_pos, tau_neg=tau_neg).per_token_loss
+    return torch.autograd.grad(obj.sum(), x)[0]
+
+
 def _fn(fn):
     gen = torch.Generator().manual_seed(10)
-    cases = [(torch.tensor([0.5, 1.0, 1.5, 2.0], dtype=torch.float64), 1.0),
-             (0.2 + 2 * torch.rand(8, generator=gen, dtype=torch.float64), 3.0)]
-    check_function(fn, lambda r, tau: _weight(r, tau), cases, what="sapo_weight",
-                   hint="sigma = sigmoid(tau (r - 1)); the weight is 4 sigma (1 - sigma) (no 1/tau: it cancels).")
+    r0 = torch.tensor([0.5, 0.9, 1.0, 1.1, 1.5, 2.0, 3.0], dtype=torch.float64)
+    cases = [(r0, torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 0.0], dtype=torch.float64), 1.0, 1.05),
+             (r0, torch.tensor([-1.0, 1.0, -1.0, 1.0, -1.0, 1.0, 2.0], dtype=torch.float64), 1.0, 3.0),
+             (0.2 + 2 * torch.rand(12, generator=gen, dtype=torch.float64),
+              torch.randn(12, generator=gen, dtype=torch.float64), 2.0, 0.5)]
+    check_function(fn, reference_logp_weight, cases, what="sapo_logp_weight", atol=1e-9,
+                   hint="d/d log pi of f(r) A is A f'(r) r (the chain rule: dr / d log pi = r), with "
+                        "f'(r) = 4 sigma (1 - sigma), sigma = sigmoid(tau (r - 1)), tau = tau_pos where A > 0, "
+                        "tau_neg otherwise.")
 
 
 register(Exercise(
@@ -47,11 +60,28 @@ register(Exercise(
     check=_b, solution_code="import math\nanswer_b = math.log(3 + 2 * math.sqrt(2)) / 0.5",
     wrong_code=("answer_b = 2.0", "import math\nanswer_b = math.log(3 + 2 * math.sqrt(2))")))
 register(Exercise(
-    name="10-weight-function", notebook="10_sapo.ipynb", variable="sapo_weight", kind="code",
-    prompt="Write sapo_weight(r, tau): the gradient weight df/dr of SAPO's gate for a tensor of ratios.",
-    check=_fn,
-    solution_code=("import torch\n\ndef sapo_weight(r, tau):\n    s = torch.sigmoid(tau * (r - 1))\n"
-                   "    return 4 * s * (1 - s)"),
-    wrong_code=("import torch\n\ndef sapo_weight(r, tau):\n    s = torch.sigmoid(tau * (r - 1))\n"
-                "    return 4 * s * (1 - s) / tau",
-                "import torch\n\ndef sapo_weight(r, tau):\n    return torch.sigmoid(tau * (r - 1))")))
+    name="10-logp-weight", notebook="10_sapo.ipynb", variable="sapo_logp_weight", kind="code",
+    prompt="Write sapo_logp_weight(r, A, tau_pos, tau_neg): per token, the factor that multiplies grad log pi in "
+           "the gradient of SAPO's objective f(r) A, with tau chosen by the sign of A.",
+    check=_fn, reference=reference_logp_weight,
+    solution_code=("import torch\n\ndef sapo_logp_weight(r, A, tau_pos, tau_neg):\n"
+                   "    tau = torch.where(A > 0, torch.full_like(r, tau_pos), torch.full_like(r, tau_neg))\n"
+                   "    s = torch.sigmoid(tau * (r - 1))\n"
+                   "    return A * 4 * s * (1 - s) * r"),
+    wrong_code=(
+        # the weight in r, without the chain rule's factor r
+        "import torch\n\ndef sapo_logp_weight(r, A, tau_pos, tau_neg):\n"
+        "    tau = torch.where(A > 0, torch.full_like(r, tau_pos), torch.full_like(r, tau_neg))\n"
+        "    s = torch.sigmoid(tau * (r - 1))\n    return A * 4 * s * (1 - s)",
+        # one temperature for both signs
+        "import torch\n\ndef sapo_logp_weight(r, A, tau_pos, tau_neg):\n"
+        "    s = torch.sigmoid(tau_pos * (r - 1))\n    return A * 4 * s * (1 - s) * r",
+        # the 1/tau of f kept in the derivative (it cancels against the tau of the chain rule)
+        "import torch\n\ndef sapo_logp_weight(r, A, tau_pos, tau_neg):\n"
+        "    tau = torch.where(A > 0, torch.full_like(r, tau_pos), torch.full_like(r, tau_neg))\n"
+        "    s = torch.sigmoid(tau * (r - 1))\n    return A * 4 * s * (1 - s) * r / tau"),
+    package_code=("import torch\nfrom grpo_lessons.core.objectives import sapo_surrogate\n\n"
+                  "def sapo_logp_weight(r, A, tau_pos, tau_neg):\n"
+                  "    x = r.log().requires_grad_(True)\n"
+                  "    obj = -sapo_surrogate(x.exp(), A, tau_pos=tau_pos, tau_neg=tau_neg).per_token_loss\n"
+                  "    return torch.autograd.grad(obj.sum(), x)[0]")))

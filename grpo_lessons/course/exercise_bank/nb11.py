@@ -10,6 +10,11 @@ from grpo_lessons.core.correction import rollout_weights
 from ..exercises import Exercise, ExerciseError, close_to, learner_call, register
 
 
+def reference_sequence_mask(old_logp, mu_logp, mask, clip_min, clip_max):
+    """TRL's ``sequence_mask`` weights, ``(B, 1)``: the package's ``rollout_weights``."""
+    return rollout_weights(old_logp, mu_logp, mask, "sequence_mask", clip_max=clip_max, clip_min=clip_min)
+
+
 def _check_sequence_mask(fn) -> None:
     g = torch.Generator().manual_seed(11)
     cases = []
@@ -22,9 +27,12 @@ def _check_sequence_mask(fn) -> None:
         cases.append((old, mu, mask))
     for old, mu, mask in cases:
         for lo, hi in ((0.5, 2.0), (None, 3.0)):
-            got = learner_call(fn, old.clone(), mu.clone(), mask.clone(), lo, hi)
-            got = torch.as_tensor(got, dtype=torch.float64)
-            ref = rollout_weights(old, mu, mask, "sequence_mask", clip_max=hi, clip_min=lo)  # (B, 1)
+            ref = reference_sequence_mask(old, mu, mask, lo, hi)  # (B, 1)
+            got = learner_call(fn, old, mu, mask, lo, hi)
+            try:
+                got = torch.as_tensor(got, dtype=torch.float64)
+            except (TypeError, ValueError, RuntimeError):
+                raise ExerciseError(f"return a tensor of weights, got {type(got).__name__}") from None
             if got.numel() != ref.numel():
                 raise ExerciseError(f"return one weight per sequence, shape (B, 1) = {tuple(ref.shape)}; got "
                                     f"{tuple(got.shape)}")
@@ -47,6 +55,11 @@ register(Exercise(
            "[clip_min, clip_max].",
     kind="code",
     check=_check_sequence_mask,
+    reference=reference_sequence_mask,
+    package_code=("from grpo_lessons.core.correction import rollout_weights\n"
+                  "def sequence_mask_weights(old_logp, mu_logp, mask, clip_min, clip_max):\n"
+                  "    return rollout_weights(old_logp, mu_logp, mask, 'sequence_mask', clip_max=clip_max, "
+                  "clip_min=clip_min)\n"),
     solution_code=(
         "import torch\n"
         "def sequence_mask_weights(old_logp, mu_logp, mask, clip_min, clip_max):\n"

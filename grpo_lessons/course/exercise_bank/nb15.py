@@ -21,20 +21,21 @@ def _cases():
     return out
 
 
-def _check_gdpo(fn) -> None:
+def reference_gdpo(rewards, G, weights):
+    """GDPO's advantages with TRL's conventions: the package's ``decoupled_advantages``."""
     from grpo_lessons.core.advantages import decoupled_advantages
 
+    return decoupled_advantages(rewards, G, weights=torch.as_tensor(weights).tolist())
+
+
+def _check_gdpo(fn) -> None:
     for r, G, w in _cases():
-        want = decoupled_advantages(r, G, weights=w.tolist())
+        want = reference_gdpo(r, G, w)
+        got = learner_call(fn, r, G, w)
         try:
-            got = learner_call(fn, r.clone(), G, w.clone())
-        except ExerciseError:
-            raise
-        except Exception as err:  # noqa: BLE001
-            if type(err).__name__ == "NotAttempted":
-                raise
-            raise ExerciseError(f"your function raised {type(err).__name__}: {err}") from None
-        got = torch.as_tensor(got, dtype=torch.float64)
+            got = torch.as_tensor(got, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError):
+            raise ExerciseError(f"return a tensor of advantages, got {type(got).__name__}") from None
         if got.shape != want.shape:
             raise ExerciseError(f"return one advantage per completion: shape {tuple(want.shape)}, got {tuple(got.shape)}")
         if not torch.allclose(got, want, atol=1e-6, rtol=1e-5):
@@ -55,6 +56,10 @@ register(Exercise(
            "normalize_then_sum: per-reward group normalisation, weighted sum, batch renormalisation).",
     kind="code",
     check=_check_gdpo,
+    reference=reference_gdpo,
+    package_code=("from grpo_lessons.core.advantages import decoupled_advantages\n\n"
+                  "def my_gdpo(rewards, G, weights):\n"
+                  "    return decoupled_advantages(rewards, G, weights=weights.tolist())\n"),
     solution_code=(
         "def my_gdpo(rewards, G, weights):\n"
         "    g = rewards.view(-1, G, rewards.shape[1])                       # (groups, G, K)\n"
@@ -102,10 +107,12 @@ register(Exercise(
     name="15-drowned",
     notebook="15_gdpo.ipynb",
     variable="n_negative",
-    prompt="In section 1's group, under sum-then-normalise with weights [1, 0.1], how many of the three correct "
+    prompt="Before running section 1: in its group (correct [1, 0, 0, 1, 0, 0, 1, 0], length in tens [43, 12, 55, 20, "
+           "38, 61, 17, 49]), under sum-then-normalise with weights [1, 0.1], how many of the three correct "
            "completions get a negative advantage? An integer.",
     kind="prediction",
     check=_check_negatives,
+    reveal_cell="15-03",
     solution_code="n_negative = 2",
     wrong_code=("n_negative = 0", "n_negative = 3", "n_negative = 1"),
 ))

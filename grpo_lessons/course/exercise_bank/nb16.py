@@ -17,20 +17,21 @@ def _cases():
     return out
 
 
-def _check_gopo(fn) -> None:
+def reference_gopo(rewards, G):
+    """GOPO's advantages with average ranks for ties: the package's ``rank_advantages``."""
     from grpo_lessons.core.advantages import rank_advantages
 
+    return rank_advantages(rewards, G, ties="average")
+
+
+def _check_gopo(fn) -> None:
     for r, G in _cases():
-        want = rank_advantages(r, G, ties="average")
+        want = reference_gopo(r, G)
+        got = learner_call(fn, r, G)
         try:
-            got = learner_call(fn, r.clone(), G)
-        except ExerciseError:
-            raise
-        except Exception as err:  # noqa: BLE001
-            if type(err).__name__ == "NotAttempted":
-                raise
-            raise ExerciseError(f"your function raised {type(err).__name__}: {err}") from None
-        got = torch.as_tensor(got, dtype=torch.float64)
+            got = torch.as_tensor(got, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError):
+            raise ExerciseError(f"return a tensor of advantages, got {type(got).__name__}") from None
         if got.shape != want.shape:
             raise ExerciseError(f"return one advantage per completion: shape {tuple(want.shape)}, got {tuple(got.shape)}")
         if not torch.allclose(got, want, atol=1e-9):
@@ -51,6 +52,9 @@ register(Exercise(
            "average ranks for ties.",
     kind="code",
     check=_check_gopo,
+    reference=reference_gopo,
+    package_code=("from grpo_lessons.core.advantages import rank_advantages\n\n"
+                  "def my_gopo(rewards, G):\n    return rank_advantages(rewards, G)\n"),
     solution_code=(
         "import torch\n\n"
         "def my_gopo(rewards, G):\n"
@@ -79,20 +83,34 @@ register(Exercise(
 ))
 
 
-def _check_spread(x) -> None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or abs(float(x) - 4.0) > 1e-9:
-        raise ExerciseError(f"{x!r} is not it. Under the authors' tie-breaking four equal rewards still get four "
-                            "distinct ranks 1..4, so the advantages run from +2 to -2. What is max - min?")
+_TIED = (0.7, 0.2, 0.7, 0.7, 0.1)
+
+
+def _check_tie_rules(answer) -> None:
+    from grpo_lessons.core.advantages import rank_advantages
+
+    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+        raise ExerciseError(f"answer with a pair (ties='first', ties='average'), got {answer!r}")
+    r = torch.tensor(_TIED, dtype=torch.float64)
+    want = (float(rank_advantages(r, 5, ties="first")[3]), float(rank_advantages(r, 5, ties="average")[3]))
+    names = ("under ties='first'", "under ties='average'")
+    hints = ("The three 0.7s take ranks 1, 2, 3 in the order they appear: completion 3 is the third of them.",
+             "The three 0.7s share ranks 1, 2 and 3: each gets the average rank 2.")
+    for got, w, name, hint in zip(answer, want, names, hints):
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or abs(float(got) - w) > 1e-6:
+            raise ExerciseError(f"{got!r} is not completion 3's advantage {name}. {hint} Then A = 2 - 4 (rank - 1) / (G - 1) "
+                                "with G = 5.")
 
 
 register(Exercise(
-    name="16-tied-spread",
+    name="16-tie-rules",
     notebook="16_gopo.ipynb",
-    variable="spread",
-    prompt="A group of G = 4 equal rewards under the authors' tie-breaking (ties='first'): what is "
-           "max(A) - min(A)? A number.",
+    variable="tie_advantages",
+    prompt="A group of G = 5 rewards [0.7, 0.2, 0.7, 0.7, 0.1]: the advantage of completion 3 (0-based, the third "
+           "0.7) under the authors' ties='first' and under ties='average'. A pair.",
     kind="prediction",
-    check=_check_spread,
-    solution_code="spread = 4.0",
-    wrong_code=("spread = 0.0", "spread = 2.0", "spread = 1.3333"),
+    check=_check_tie_rules,
+    solution_code="tie_advantages = (2 - 4 * (3 - 1) / 4, 2 - 4 * (2 - 1) / 4)",
+    wrong_code=("tie_advantages = (2.0, 1.0)", "tie_advantages = (0.0, 0.0)", "tie_advantages = (1.0, 1.0)",
+                "tie_advantages = (-1.0, 1.0)", "tie_advantages = 4.0"),
 ))

@@ -1,84 +1,99 @@
-"""Exercises of notebooks/17_diversity.ipynb."""
+"""Exercises of notebooks/17_diversity.ipynb: a per-prompt bonus under two scalings; a per-sample bonus in code."""
 
 from __future__ import annotations
 
-from ..exercises import Exercise, ExerciseError, close_to, learner_call, register
+import torch
+
+from ..exercises import Exercise, ExerciseError, check_function, close_to, register
+
+_R = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0], dtype=torch.float64)  # two prompts x G = 4
+_BONUS = torch.tensor([0.3] * 4 + [1.3] * 4, dtype=torch.float64)  # alpha * H(pi(.|x)), one value per prompt
 
 
 def _check_constant(x) -> None:
-    import torch
-
     from grpo_lessons.core.advantages import group_advantages
 
-    r = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0])
-    want = float(group_advantages(r + 0.3, 8)[0] - group_advantages(r, 8)[0])
-    close_to(x, want, what="the change of completion 0's advantage", abs_tol=1e-6,
-             hint="The same number is added to every reward of the group: what happens to r_i - mean(r), and to std(r)?")
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        raise ExerciseError(f"answer with a pair (change under scale='group', change under scale='batch'), got {x!r}")
+    for scale, got in zip(("group", "batch"), x):
+        want = float(group_advantages(_R + _BONUS, 4, scale=scale)[0] - group_advantages(_R, 4, scale=scale)[0])
+        hint = ("The bonus is one number per prompt: what does it do to r_i minus the GROUP mean, and to the std of "
+                "one group?" if scale == "group" else
+                "TRL's 'batch' subtracts the group mean, then divides by the std of the RAW rewards over the whole "
+                "batch: do the two prompts' different bonuses change that std?")
+        close_to(got, want, what=f"the change under scale='{scale}'", rel=1e-3, abs_tol=1e-6, hint=hint)
 
 
 register(Exercise(
     name="17-entropy-constant",
     notebook="17_diversity.ipynb",
     variable="change",
-    prompt="Rewards [1, 0, 0, 1, 0, 1, 0, 0] each get the prompt's alpha * H = 0.3 added. By how much does "
-           "completion 0's GRPO advantage change? A number.",
+    prompt="Two prompts, rewards [1, 0, 0, 1 | 0, 0, 1, 0]; every completion of prompt 0 gets alpha H = 0.3 added, "
+           "every completion of prompt 1 gets 1.3. By how much does completion 0's advantage change under GRPO's "
+           "scale='group', and under TRL's scale='batch'? A pair.",
     kind="prediction",
     check=_check_constant,
-    solution_code="change = 0.0",
-    wrong_code=("change = 0.3", "change = 0.3 / 0.5175", "change = -0.3"),
+    solution_code=("import torch\n"
+                   "r = torch.tensor([1.0, 0, 0, 1, 0, 0, 1, 0], dtype=torch.float64)\n"
+                   "b = torch.tensor([0.3] * 4 + [1.3] * 4, dtype=torch.float64)\n"
+                   "centred = (r.view(2, 4) - r.view(2, 4).mean(1, keepdim=True)).flatten()  # unchanged by b\n"
+                   "change = (0.0, float(centred[0] / ((r + b).std() + 1e-4) - centred[0] / (r.std() + 1e-4)))"),
+    wrong_code=("change = (0.0, 0.0)", "change = (0.3, 0.3)", "change = (0.0, 1.0)", "change = 0.0"),
 ))
 
 
-def _check_pass_at_k(fn) -> None:
-    from grpo_lessons.core.diversity import pass_at_k
+def reference_surprisal(rewards, logp, alpha, G):
+    """GRPO's advantages of the rewards plus a per-sample surprisal bonus, r_i - alpha log pi(o_i)."""
+    from grpo_lessons.core.advantages import group_advantages
 
-    for n in (1, 2, 5, 16):
-        for c in range(n + 1):
-            for k in range(1, n + 1):
-                want = pass_at_k(n, c, k)
-                try:
-                    got = learner_call(fn, n, c, k)
-                except ExerciseError:
-                    raise
-                except Exception as err:  # noqa: BLE001
-                    if type(err).__name__ == "NotAttempted":
-                        raise
-                    raise ExerciseError(f"my_pass_at_k({n}, {c}, {k}) raised {type(err).__name__}: {err}. When n - c < k "
-                                        "every set of k samples holds a right one: return 1.0.") from None
-                try:
-                    ok = abs(float(got) - want) <= 1e-9
-                except (TypeError, ValueError):
-                    ok = False
-                if not ok:
-                    raise ExerciseError(f"my_pass_at_k({n}, {c}, {k}) = {got!r}, expected {want:.6g}. "
-                                        "pass@k = 1 - C(n - c, k) / C(n, k) (math.comb), and 1.0 when n - c < k; "
-                                        "not 1 - (1 - c/n)**k, which is biased.")
+    return group_advantages(rewards - alpha * logp, G)
+
+
+def _check_surprisal(fn) -> None:
+    g = torch.Generator().manual_seed(17)
+    cases = [(torch.tensor([1.0, 0, 0, 1, 1, 1, 1, 1], dtype=torch.float64),   # the second group: all right
+              torch.tensor([-3.0, -5, -2, -4, -6, -2, -3, -9], dtype=torch.float64), 0.01, 4),
+             (torch.tensor([1.0, 0, 0, 1], dtype=torch.float64),
+              torch.tensor([-3.0, -5, -2, -4], dtype=torch.float64), 0.0, 4),               # alpha = 0: GRPO
+             ((torch.rand(24, generator=g) > 0.5).double(), -10 * torch.rand(24, generator=g, dtype=torch.float64),
+              0.05, 8)]
+    check_function(fn, reference_surprisal, cases, what="surprisal_advantages", atol=1e-6,
+                   hint="Add the bonus to the reward BEFORE the group normalisation: r_i + alpha (-log pi(o_i)), then "
+                        "(x - group mean) / (group std (Bessel) + 1e-4). In a group whose task rewards are all equal "
+                        "the bonus is the only difference left, and the std division blows it up.")
 
 
 register(Exercise(
-    name="17-pass-at-k",
+    name="17-surprisal-bonus",
     notebook="17_diversity.ipynb",
-    variable="my_pass_at_k",
-    prompt="Write my_pass_at_k(n, c, k): the unbiased pass@k estimator 1 - C(n-c, k) / C(n, k) (1.0 when n - c < k).",
+    variable="surprisal_advantages",
+    prompt="Write surprisal_advantages(rewards, logp, alpha, G): GRPO's advantages after adding the per-sample "
+           "surprisal bonus alpha * (-log pi(o_i)) to each reward, for flat (N,) tensors of consecutive groups of G.",
     kind="code",
-    check=_check_pass_at_k,
+    check=_check_surprisal,
+    reference=reference_surprisal,
     solution_code=(
-        "import math\n\n"
-        "def my_pass_at_k(n, c, k):\n"
-        "    if n - c < k:\n"
-        "        return 1.0\n"
-        "    return 1.0 - math.comb(n - c, k) / math.comb(n, k)\n"
+        "def surprisal_advantages(rewards, logp, alpha, G):\n"
+        "    x = (rewards - alpha * logp).view(-1, G)                      # (groups, G) reward + bonus\n"
+        "    return ((x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + 1e-4)).flatten()\n"
     ),
     wrong_code=(
-        # the plug-in estimator: biased
-        "def my_pass_at_k(n, c, k):\n"
-        "    return 1.0 - (1.0 - c / n) ** k\n",
-        # pass@1 for every k
-        "def my_pass_at_k(n, c, k):\n"
-        "    return c / n\n",
-        # forgets n - c < k (math.comb gives 0 there, so this one is right by luck... unless it divides the other way)
-        "import math\n\n"
-        "def my_pass_at_k(n, c, k):\n"
-        "    return math.comb(c, k) / math.comb(n, k)\n",
+        # the bonus added after the normalisation
+        "def surprisal_advantages(rewards, logp, alpha, G):\n"
+        "    r = rewards.view(-1, G)\n"
+        "    a = ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).flatten()\n"
+        "    return a - alpha * logp\n",
+        # the sign flipped: a bonus for LIKELY completions
+        "def surprisal_advantages(rewards, logp, alpha, G):\n"
+        "    x = (rewards + alpha * logp).view(-1, G)\n"
+        "    return ((x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + 1e-4)).flatten()\n",
+        # the std of the task rewards alone: an all-right group divides its bonus by 1e-4
+        "def surprisal_advantages(rewards, logp, alpha, G):\n"
+        "    x = (rewards - alpha * logp).view(-1, G)\n"
+        "    s = rewards.view(-1, G).std(1, keepdim=True)\n"
+        "    return ((x - x.mean(1, keepdim=True)) / (s + 1e-4)).flatten()\n",
     ),
+    package_code=("from grpo_lessons import group_advantages\n\n"
+                  "def surprisal_advantages(rewards, logp, alpha, G):\n"
+                  "    return group_advantages(rewards - alpha * logp, G)\n"),
 ))

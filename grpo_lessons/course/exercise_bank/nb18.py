@@ -15,7 +15,7 @@ _CASES = (
 )
 
 
-def _reference(stated):
+def reference_normalise(stated):
     """What parse_verbalized gives for chapter-format lines with these stated probabilities."""
     from grpo_lessons.core.verbalized import parse_verbalized
 
@@ -25,16 +25,14 @@ def _reference(stated):
 
 def _check_normalise(fn) -> None:
     for stated in _CASES:
-        want = _reference(stated)
+        want = reference_normalise(stated)
         try:
             got = learner_call(fn, list(stated))
-        except ExerciseError:
+        except ExerciseError as err:
+            if str(err).startswith("your function raised"):
+                raise ExerciseError(f"normalise({stated}): {err}. Model output is untrusted: every list of stated "
+                                    "probabilities must give a distribution.") from None
             raise
-        except Exception as err:  # noqa: BLE001
-            if type(err).__name__ == "NotAttempted":
-                raise
-            raise ExerciseError(f"normalise({stated}) raised {type(err).__name__}: {err}. Model output is untrusted: "
-                                "every list of stated probabilities must give a distribution.") from None
         try:
             got = [float(x) for x in got]
         except (TypeError, ValueError):
@@ -54,6 +52,13 @@ register(Exercise(
            "None (missing): impute the mean of the stated ones, divide by the sum, uniform when nothing usable.",
     kind="code",
     check=_check_normalise,
+    reference=reference_normalise,
+    package_code=(
+        "from grpo_lessons.core.verbalized import parse_verbalized\n\n"
+        "def normalise(stated):\n"
+        "    lines = [f'[answer {i}] (probability: {\"unsure\" if p is None else p})' for i, p in enumerate(stated)]\n"
+        "    return [c.prob for c in parse_verbalized('\\n'.join(lines))]\n"
+    ),
     solution_code=(
         "def normalise(stated):\n"
         "    valid = [p for p in stated if p is not None]\n"
@@ -88,7 +93,7 @@ register(Exercise(
     variable="index",
     prompt="Candidates with probabilities [0.5, 0.3, 0.2] and one uniform draw u = 0.85: which candidate (0-based "
            "index) does inverse-CDF sampling return?",
-    kind="number",
+    kind="choice",
     check=_check_index,
     solution_code="index = 2",
     wrong_code=("index = 1", "index = 0", "index = 3"),
