@@ -35,13 +35,13 @@ Cost estimate (a quiet 2-core machine, 2 threads), from the committed 10-minute 
 sampling 3.4-4.0 s, forward 2.6 s, backward 5.0-5.5 s, optimiser 0.2 s -- and 26 s per greedy evaluation of 200
 prompts): at 8 x 8 with mu = 2, sampling ~2 s + pi_old forward ~1.3 s + 2 x (1.3 + 2.7 + 0.2) s ~ 12 s a step, so
 16 steps ~ 3.2 min, four evaluations of 100 prompts ~ 0.9 min, copying the model and writing/deleting the
-checkpoint ~ 0.2 min: ~ 4.3 min a run.  13 variants (the 11 required + bnpo and gdpo, which the registry has) x 3
-seeds = 39 runs ~ 2.8 hours, plus ~1 min to load the model and evaluate it once.  GRPO's reference model (beta =
+checkpoint ~ 0.2 min: ~ 4.3 min a run.  14 variants (the 11 required + bnpo, gdpo and rloo, which the registry
+has) x 3 seeds = 42 runs ~ 3.0 hours, plus ~1 min to load the model and evaluate it once.  GRPO's reference model (beta =
 0.04) adds ~1.3 s a step, DAPO's extra sampling rounds up to ~2 s each, ``kl_start`` ~0.6 s a step on average.
 Check the first runs' minutes (``run.json``; the runner prints the pace) and lower ``--steps`` if the machine is
 slower.
 
-    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py                       # the study (~2.8 h, resumable)
+    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py                       # the study (~3 h, resumable)
     HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --quick               # tiny-qwen2, every arm, seconds
     HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --variants grpo gspo dapo --seeds 0 1 2
     HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --analyse-only        # summary, figures, RESULT.md again
@@ -152,7 +152,8 @@ def build(args) -> Study:
         arms=arms, seeds=args.seeds, base=base, baseline="grpo" if "grpo" in variants else variants[0],
         rewards=quick_rewards if args.quick else None,  # None: the task's verifier
         curves=("accuracy", "reward_mean", "completion_len", "entropy", "clip_frac", "kl_start"),
-        budget="about 4.3 min a run on a quiet 2-core CPU, 2.8 h for 13 variants x 3 seeds (module docstring)",
+        budget=f"about 4.3 min a run on a quiet 2-core CPU, {4.3 * len(arms) * len(args.seeds) / 60:.1f} h for "
+               f"{len(arms)} variants x {len(args.seeds)} seeds (module docstring)",
         notes=["Each variant runs at its registry defaults; the shared settings are the learning rate, the "
                "completions per step, the steps, mu = 2 (so that the ratios leave 1 and clipping can act) and the "
                "sampler. GRPO's default beta = 0.04 loads a reference model; the others have beta = 0."],
