@@ -12,6 +12,22 @@ tokens, the extreme token ratios, and the share of bf16 weights that changed sin
     python benchmarks/copy_rounding.py --quick          # tiny-qwen2: checks the script in seconds
 
 Writes ``result.json`` and ``RESULT.md`` to ``--out`` (default ``benchmarks/results/copy_rounding/``).
+
+``--train``: which sampler *learns*? The training comparison behind the 10-minute preset, as a study of the runner
+(benchmarks/_study.py) with three seeds: SmolLM2-135M-Instruct, GRPO (beta = 0), arithmetic, 8 prompts x G = 8,
+lr 3e-5, T = 0.7, 12 new tokens, ``precision="bf16-mixed"`` (a bf16 compute copy, fp32 master weights), 20 steps,
+held-out greedy accuracy on 100 prompts at steps 0, 10, 20.  Arms: the bf16 compute copy samples, rounded to nearest
+after each update (``nearest_bf16_sampler``); the same with a separate bf16 sampler whose LM head is fp32
+(``nearest_bf16_sampler_fp32_head``); the fp32 weights sample (``fp32_sampler``, the baseline); the bf16 copy with
+dithered rounding, the trainer's default (``dither_bf16_sampler``).  Each arm samples from other weights, so no two
+share a first batch beyond its prompts.  Budget (a quiet 2-core machine): ~6.5 s a step (~8.5 s with the fp32
+sampler), 20 steps ~ 2.2-2.8 min, two evaluations of 100 prompts ~ 0.5 min: ~ 3 min a run, 4 arms x 3 seeds ~ 38 min.
+
+    HF_HUB_OFFLINE=1 python benchmarks/copy_rounding.py --train            # ~38 min, resumable
+    HF_HUB_OFFLINE=1 python benchmarks/copy_rounding.py --train --quick    # tiny-qwen2, seconds
+
+It writes ``benchmarks/results/copy_rounding_training/`` (``runs/<arm>/seed<k>/metrics.csv``, summary, analysis,
+figures, RESULT.md).
 """
 
 from __future__ import annotations
@@ -40,6 +56,50 @@ from grpo_lessons.training.update import mismatch_stats  # noqa: E402
 
 ROUNDINGS = ("nearest", "dither", "stochastic")
 
+TRAIN_NAME = "copy_rounding_training"
+TRAIN_BASE = dict(task="arithmetic", variant="grpo", beta=0.0, steps=20, prompts_per_step=8, group_size=8, lr=3e-5,
+                  max_new_tokens=12, temperature=0.7, eval_size=100, eval_every=10, precision="bf16-mixed",
+                  kl_start_every=5)
+TRAIN_QUICK = dict(steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6, eval_size=4, eval_every=1,
+                   micro_batch_size=8, lr=1e-3, kl_start_every=1)
+
+
+def training_study(args):
+    """The ``--train`` study: four samplers, the same trainer (``TrainConfig`` fields only)."""
+    from benchmarks._study import Arm, Study, apply_common, quick_rewards
+
+    base = apply_common(args, TRAIN_BASE, TRAIN_QUICK)
+    arms = [
+        Arm("fp32_sampler", {"sampler_dtype": None}, "the fp32 weights sample", sampling="fp32 weights"),
+        Arm("nearest_bf16_sampler", {"sampler_dtype": "bfloat16", "copy_rounding": "nearest"},
+            "bf16 compute copy samples, rounded to nearest", sampling="bf16 nearest"),
+        Arm("nearest_bf16_sampler_fp32_head", {"sampler_dtype": "bfloat16", "copy_rounding": "nearest",
+                                               "sampler_fp32_head": True},
+            "bf16 sampler with an fp32 LM head, rounded to nearest", sampling="bf16 nearest, fp32 head"),
+        Arm("dither_bf16_sampler", {"sampler_dtype": "bfloat16", "copy_rounding": "dither"},
+            "bf16 compute copy samples, dithered rounding (default)", sampling="bf16 dither"),
+    ]
+    return Study(
+        name=TRAIN_NAME, title="Which bf16 sampler learns?" + (" (quick path)" if args.quick else ""),
+        question="Training with bf16-mixed precision, does it matter how the sampler's bf16 weights are refreshed "
+                 "after each update (round to nearest, nearest with an fp32 LM head, dithered) compared with "
+                 "sampling from the fp32 weights?",
+        arms=arms, seeds=args.seeds, base=base, baseline="fp32_sampler",
+        rewards=quick_rewards if args.quick else None,
+        curves=("accuracy", "reward_mean", "entropy", "mismatch_k3", "completion_len", "kl_start"),
+        budget="about 3 min a run, 38 min for 4 arms x 3 seeds on a quiet 2-core CPU (module docstring)",
+        notes=["`copy_rounding` sets how every bf16 copy is refreshed, the compute copy included; with the fp32 "
+               "sampler the compute copy is dithered (the default)."],
+    )
+
+
+def training_main(argv) -> int:
+    from benchmarks._study import RESULTS, add_arguments, main_for
+
+    p = argparse.ArgumentParser(description="copy_rounding.py --train: which bf16 sampler learns (a study)")
+    add_arguments(p, out=RESULTS / TRAIN_NAME)
+    return main_for(training_study, p, argv, default_out=RESULTS / TRAIN_NAME)
+
 
 def stochastic_copy(pairs, gen: torch.Generator) -> None:
     """bf16 <- fp32 rounded up with probability equal to the dropped fraction, drawn afresh for every weight."""
@@ -49,6 +109,10 @@ def stochastic_copy(pairs, gen: torch.Generator) -> None:
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--train" in argv:
+        argv.remove("--train")
+        return training_main(argv)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--quick", action="store_true")

@@ -26,6 +26,19 @@ Writes to ``--out`` (default ``benchmarks/results/cpu_learning/``): ``metrics.cs
 The trainer's checkpoint (≈1.6 GB for full fine-tuning) is deleted at the end unless ``--keep-checkpoint``.
 
 This is a script, not a test: it takes tens of minutes.
+
+``--study``: the 10-minute preset over three seeds, through the study runner (benchmarks/_study.py): does +20 points
+in 10 minutes hold for every seed?  One arm, ``ten_minutes``, with the preset's settings (bf16-mixed, the dithered
+bf16 sampler, 16 prompts x G = 8, lr 3e-5, T = 0.7, 12 new tokens, 200 held-out prompts every 10 steps, 10 minutes
+of training time, evaluation not counted), seeds 0, 1, 2; each seed's gain is reported against the claim.  A
+wall-clock budget: the steps a run gets depend on the machine (say its load).  Budget: 10 minutes of training + about
+six evaluations of 200 prompts (~26 s each) + loading and the checkpoint ~ 13 min a seed, ~ 39 min in all.
+
+    HF_HUB_OFFLINE=1 python benchmarks/cpu_learning.py --study            # ~39 min on a quiet 2-core machine
+    HF_HUB_OFFLINE=1 python benchmarks/cpu_learning.py --study --quick    # tiny-qwen2, seconds
+
+It writes ``benchmarks/results/cpu_learning_10min_seeds/`` (``runs/ten_minutes/seed<k>/metrics.csv``, summary,
+analysis, figures, RESULT.md).
 """
 
 from __future__ import annotations
@@ -128,7 +141,52 @@ def parse_args(argv=None):
     return args
 
 
+STUDY_NAME = "cpu_learning_10min_seeds"
+STUDY_BASE = dict(task="arithmetic", variant="grpo", beta=0.0, steps=400, max_minutes=10.0, prompts_per_step=16,
+                  group_size=8, lr=3e-5, max_new_tokens=12, temperature=0.7, eval_size=200, eval_every=10,
+                  micro_batch_size=32, precision="bf16-mixed", sampler_dtype="bfloat16", copy_rounding="dither")
+STUDY_QUICK = dict(steps=2, max_minutes=5.0, prompts_per_step=2, group_size=4, max_new_tokens=6, eval_size=4,
+                   eval_every=1, micro_batch_size=8, lr=1e-3)
+
+
+def ten_minute_study(args):
+    """The ``--study``: the 10-minute preset, one arm, every seed checked against the +20-point claim."""
+    from benchmarks._study import Arm, Study, apply_common, quick_rewards
+
+    base = apply_common(args, STUDY_BASE, STUDY_QUICK)
+    if args.minutes is not None:
+        base["max_minutes"] = args.minutes
+    return Study(
+        name=STUDY_NAME, title="The 10-minute CPU preset over seeds" + (" (quick path)" if args.quick else ""),
+        question=f"Does GRPO on the fast CPU path raise SmolLM2-135M-Instruct's held-out arithmetic accuracy by 20 "
+                 f"points or more within {base['max_minutes']:g} minutes of training, for every seed?",
+        arms=[Arm("ten_minutes", {}, "the ten-minutes preset")], seeds=args.seeds, base=base,
+        rewards=quick_rewards if args.quick else None,
+        curves=("accuracy", "reward_mean", "completion_len", "entropy", "frac_zero_std_groups", "truncated_frac"),
+        claim=("gain", 0.20, f"+20 points of held-out accuracy within {base['max_minutes']:g} minutes of training"),
+        budget="about 13 min a seed (10 min of training, evaluations apart), 39 min for 3 seeds (module docstring)",
+        notes=["A wall-clock budget (`max_minutes`): evaluation time is not counted; how many steps fit depends on "
+               "the machine and its load (the `steps` and `load` columns)."],
+    )
+
+
+def study_main(argv) -> int:
+    from benchmarks._study import RESULTS, add_arguments, main_for
+
+    p = argparse.ArgumentParser(description="cpu_learning.py --study: the 10-minute preset over seeds (a study)")
+    add_arguments(p, out=RESULTS / STUDY_NAME)
+    p.add_argument("--minutes", type=float, default=None, help="training time per run (default 10)")
+    return main_for(ten_minute_study, p, argv, default_out=RESULTS / STUDY_NAME)
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--study" in argv:
+        argv = [a for a in argv if a != "--study"]
+        if "--preset" in argv:  # the study is the preset: --preset ten-minutes is accepted and implied
+            i = argv.index("--preset")
+            del argv[i:i + 2]
+        return study_main(argv)
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     out = Path(args.out)

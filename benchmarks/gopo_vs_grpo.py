@@ -1,52 +1,63 @@
-"""GOPO against GRPO on a miscalibrated, noisy reward model (notebook 16): a short real CPU run.
+"""GOPO against GRPO on a miscalibrated, noisy reward model (notebook 16), three seeds, through the study runner.
 
-SmolLM2-135M-Instruct on the arithmetic task, but trained on a *stand-in reward model* instead of the
-verifier: a true quality score ``s`` (1 for the right answer, up to 0.5 for a near miss, 0 for no number)
-passed through a monotone distortion and heavy-tailed noise,
+SmolLM2-135M-Instruct on the arithmetic task, but trained on a *stand-in reward model* instead of the verifier: a
+true quality score ``s`` (1 for the right answer, up to 0.5 for a near miss, 0 for no number) passed through a
+monotone distortion and heavy-tailed noise,
 
-    rm = exp(3 s) + noise * t_2        (Student-t with 2 degrees of freedom: rare, large errors)
+    rm = exp(3 s) + 2 * t_2        (Student-t with 2 degrees of freedom: rare, large errors)
 
-GRPO uses the reward model's magnitudes (``group_advantages``); GOPO only its ranks within each group
-(``grpo_lessons.core.advantages.rank_advantages``, average ranks for ties).  Both runs use the same seed, model,
-prompts and budget; the held-out accuracy (greedy, scored by the real verifier) is measured before and after.
+Arms (every one chosen by its registry name; beta = 0 for all, so the arms differ only in what is named):
 
-    HF_HUB_OFFLINE=1 python benchmarks/gopo_vs_grpo.py                 # the committed run (~10 min on 2 cores)
+* ``grpo``: the reward model's magnitudes, z-scored within each group (``variant="grpo"``);
+* ``gopo``: only their ranks within each group, ``A = 2 - 4 (rank - 1) / (G - 1)`` (``variant="gopo"``; the registry's
+  GOPO also averages the loss over all tokens of the batch, GRPO per sequence first);
+* ``gopo_lr_matched``: GOPO at the learning rate that equalises the advantage RMS with GRPO's.  GOPO's rank
+  advantages have a larger RMS than GRPO's z-scores (about 1.31 against 0.94 with G = 8), so part of any
+  difference could be the step size rather than the ranking.  The factor is derived, per seed, from the two finished
+  runs of that seed -- ``lr x mean adv_rms(grpo) / mean adv_rms(gopo)`` over their steps (the trainer's ``adv_rms``
+  column) -- and recorded in the run's ``run.json`` and in RESULT.md.  Caveat: AdamW divides each update by the
+  running RMS of its gradients, so a constant advantage scale largely cancels (and the gradient-norm clip at 1.0 acts
+  first); this arm therefore measures GOPO at a smaller learning rate, which bounds how much of a difference is
+  step size.
+
+The three arms sample the same first batch for a seed (same sampler, prompts and reward model draws); they differ
+from the first update on.  Held-out accuracy is greedy, scored by the real verifier, on 100 prompts.
+
+Budget (a quiet 2-core machine): 25 steps of 8 prompts x G = 8 on the fast path (bf16-mixed, bf16 sampler with
+dithered rounding; ~6.5 s a step from the committed 10-minute preset's per-step times at half the batch) ~ 2.7 min,
+evaluations at steps 5..25 on 100 prompts ~ 1.1 min: ~ 4 min a run, 3 arms x 3 seeds ~ 36 min.
+
+    HF_HUB_OFFLINE=1 python benchmarks/gopo_vs_grpo.py                 # the study (~36 min, resumable)
     HF_HUB_OFFLINE=1 python benchmarks/gopo_vs_grpo.py --quick --out /tmp/gopo   # tiny-qwen2, seconds
 
-Writes ``steps.csv`` (one row per step and method), ``result.json`` (summary, configuration, machine, load),
-``RESULT.md`` and ``curves.png`` to ``--out`` (default ``benchmarks/results/gopo_vs_grpo/``).
+Writes ``benchmarks/results/gopo_vs_grpo/``: ``runs/<arm>/seed<k>/metrics.csv`` and the study's summary, analysis,
+figures and RESULT.md (benchmarks/_study.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-import csv
-import json
 import math
-import os
 import random
-import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import torch  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-from benchmarks._machine import machine  # noqa: E402
+from benchmarks._study import (RESULTS, Arm, Rewards, Study, add_arguments, apply_common, main_for,  # noqa: E402
+                               run_dir)
 
-from grpo_lessons.training.data import get_task  # noqa: E402
 from grpo_lessons.core.rewards import arithmetic_reward, completion_text, extract_answer, parse_number  # noqa: E402
-from grpo_lessons.training.trainer import TrainConfig, Trainer  # noqa: E402
+from grpo_lessons.training.records import METRICS_NAME, load_history  # noqa: E402
 
-DEFAULT_OUT = ROOT / "benchmarks" / "results" / "gopo_vs_grpo"
+NAME = "gopo_vs_grpo"
+BASE = dict(task="arithmetic", steps=25, prompts_per_step=8, group_size=8, lr=3e-5, beta=0.0, max_new_tokens=12,
+            temperature=0.7, eval_size=100, eval_every=5, precision="bf16-mixed", sampler_dtype="bfloat16",
+            copy_rounding="dither")
+QUICK = dict(steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6, eval_size=4, eval_every=1,
+             micro_batch_size=8, lr=1e-3)
 
 
 def true_score(completions, answer, **kwargs) -> list[float]:
@@ -78,154 +89,70 @@ def make_reward_model(noise: float, strength: float, seed: int):
     return reward_model
 
 
-class RankTrainer(Trainer):
-    """The trainer with GOPO's advantages: ranks within each group instead of z-scores of the magnitudes."""
-
-    def sample_batch(self):
-        from grpo_lessons.core.advantages import rank_advantages
-
-        batch = super().sample_batch()
-        if len(batch.rewards):
-            batch.advantages = rank_advantages(batch.rewards, self.cfg.group_size).to(batch.advantages.dtype)
-        return batch
-
-
-def run(args) -> dict:
-    from grpo_lessons.training.models import resolve_model
-
-    info = machine()
-    model_name = "tiny-qwen2" if args.quick else "smollm2"
-    base, tok = resolve_model(model_name)
-    task = get_task("arithmetic")
-    train_rows = task.rows("train")
-    eval_rows = task.rows("test")[:args.eval_size]
-    results, rows_out = {}, []
-    for method, cls in (("grpo", Trainer), ("gopo", RankTrainer)):
-        t0 = time.perf_counter()
-        run_dir = Path(tempfile.mkdtemp(prefix=f"gopo_{method}_"))
-        cfg = TrainConfig(model=model_name, task="arithmetic", variant="grpo", steps=args.steps,
-                          prompts_per_step=args.prompts_per_step, group_size=args.group_size, lr=args.lr, beta=0.0,
-                          max_new_tokens=args.max_new_tokens, temperature=args.temperature, eval_size=args.eval_size,
-                          eval_every=0, seed=args.seed, out=str(run_dir), reuse_freed_memory=True)
-        rm = make_reward_model(args.noise, args.strength, args.seed)
-        trainer = cls(cfg, model=copy.deepcopy(base), tokenizer=tok, train_rows=train_rows, eval_rows=eval_rows,
-                      reward_funcs=[rm, arithmetic_reward, true_score], reward_weights=[1.0, 0.0, 0.0],
-                      accuracy_fn=arithmetic_reward)
-
-        def report(h, m=method):
-            r = h[-1]
-            if r.get("reward_mean") is not None:
-                print(f"  {m} step {r['step']}: rm {r['reward_mean']:.2f} correct "
-                      f"{r.get('reward_arithmetic_reward', 0):.3f} {r['seconds']:.1f}s", flush=True)
-
-        res = trainer.run(progress=False, callback=report)
-        wall = time.perf_counter() - t0
-        for r in res.history:
-            if r.get("reward_mean") is None:
-                continue
-            rows_out.append({"method": method, "step": r["step"], "rm_reward": r["reward_mean"],
-                             "correct": r.get("reward_arithmetic_reward"), "true_score": r.get("reward_true_score"),
-                             "completion_len": r["completion_len"], "grad_norm": r.get("grad_norm"),
-                             "seconds": r["seconds"]})
-        results[method] = {"accuracy_before": res.initial_eval["accuracy"] if res.initial_eval else None,
-                           "accuracy_after": res.final_eval["accuracy"] if res.final_eval else None,
-                           "train_correct_first5": _mean([r["correct"] for r in rows_out if r["method"] == method][:5]),
-                           "train_correct_last5": _mean([r["correct"] for r in rows_out if r["method"] == method][-5:]),
-                           "minutes": round(wall / 60, 2)}
-        print(method, results[method], flush=True)
-        del trainer, res
-        shutil.rmtree(run_dir, ignore_errors=True)
-    info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    summary = {"model": model_name, "task": "arithmetic", "results": results,
-               "reward_model": f"exp({args.strength:g} * s) + {args.noise:g} * t_2 noise; s = 1 right, "
-                               "0.5 * (1 - |err|/10) near miss, 0 otherwise",
-               "config": {k: v for k, v in vars(args).items() if k != "out"}, "machine": info,
-               "eval": f"greedy accuracy on {len(eval_rows)} held-out prompts, scored by the verifier"}
-    return {"summary": summary, "steps": rows_out}
+def mean_adv_rms(out: Path, arm: str, seed: int) -> float:
+    """The mean of a finished run's logged ``adv_rms`` over its training steps."""
+    rd = run_dir(out, arm, seed)
+    path = rd / METRICS_NAME
+    if not (rd / "run.json").is_file() or not path.is_file():
+        raise RuntimeError(f"gopo_lr_matched needs the finished {arm} run of seed {seed} ({rd}) first: run the "
+                           "study's arms in order (the runner does, seed by seed)")
+    vals = [r["adv_rms"] for r in load_history(path) if r.get("adv_rms") is not None]
+    if not vals:
+        raise RuntimeError(f"{path} logs no adv_rms")
+    return sum(vals) / len(vals)
 
 
-def _mean(xs):
-    xs = [x for x in xs if x is not None]
-    return round(sum(xs) / len(xs), 4) if xs else None
+def matched_lr(lr: float):
+    """``derive`` for the lr-matched arm: ``lr x mean adv_rms(grpo) / mean adv_rms(gopo)`` of the same seed."""
+    def derive(out: Path, seed: int) -> dict:
+        a, b = mean_adv_rms(out, "grpo", seed), mean_adv_rms(out, "gopo", seed)
+        factor = a / b
+        return {"config": {"lr": lr * factor}, "lr_factor": factor, "adv_rms_grpo": a, "adv_rms_gopo": b,
+                "note": f"lr = {lr:g} x {factor:.4f} = {lr * factor:.4g} (mean adv_rms: grpo {a:.4f} / gopo {b:.4f})"}
+    return derive
 
 
-def write(out: Path, res: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "steps.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, list(res["steps"][0]))
-        w.writeheader()
-        w.writerows(res["steps"])
-    s = res["summary"]
-    (out / "result.json").write_text(json.dumps(s, indent=1) + "\n")
-    import matplotlib.pyplot as plt  # never matplotlib.use() here: notebook 16 calls this, and its widgets need inline
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-    for m, color in (("grpo", "#1f77b4"), ("gopo", "#ff7f0e")):
-        rows = [r for r in res["steps"] if r["method"] == m]
-        axes[0].plot([r["step"] for r in rows], [r["correct"] for r in rows], "-o", ms=3, color=color, label=m.upper())
-        axes[1].plot([r["step"] for r in rows], [r["rm_reward"] for r in rows], "-o", ms=3, color=color, label=m.upper())
-    axes[0].set_ylabel("share of sampled completions right")
-    axes[1].set_ylabel("reward model's mean score")
-    for ax in axes:
-        ax.set_xlabel("step")
-        ax.legend()
-    m = s["machine"]
-    fig.suptitle(f"{s['model']}, noisy reward model; {m['cpu']}, {m['logical_cpus']} CPUs, load {m['load_average_at_start'][0]}",
-                 fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=110)
-    plt.close(fig)  # written to a file, not shown in the caller's notebook
-    c = s["config"]
-    lines = ["# GOPO against GRPO on a noisy reward model (`benchmarks/gopo_vs_grpo.py`)", "",
-             f"Model {s['model']}, arithmetic prompts, reward model `{s['reward_model']}`. {c['steps']} steps of "
-             f"{c['prompts_per_step']} prompts x G = {c['group_size']}, lr {c['lr']}, beta 0, T = {c['temperature']}, "
-             f"seed {c['seed']}. {s['eval']}.", "",
-             "| method | held-out accuracy before | after | sampled right, first 5 steps | last 5 steps | minutes |",
-             "|---|---|---|---|---|---|"]
-    for k, r in s["results"].items():
-        fmt = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
-        lines.append(f"| {k.upper()} | {fmt(r['accuracy_before'])} | {fmt(r['accuracy_after'])} | "
-                     f"{fmt(r['train_correct_first5'])} | {fmt(r['train_correct_last5'])} | {r['minutes']} |")
-    lines += ["", f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, no GPU, {m['torch_threads']} torch thread(s); "
-              f"load average at start {m['load_average_at_start']}, at end {m.get('load_average_at_end')} "
-              "(the CPU was shared with other work: times are inflated).", "",
-              "One seed and a few steps: differences of a few points are within noise "
-              f"(+-{100 * math.sqrt(0.25 / max(1, c['eval_size'])):.0f} points of sampling error on the held-out accuracy).", ""]
-    (out / "RESULT.md").write_text("\n".join(lines))
-
-
-def parse_args(argv=None):
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(DEFAULT_OUT))
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--steps", type=int, default=15)
-    p.add_argument("--prompts-per-step", type=int, default=4)
-    p.add_argument("--group-size", type=int, default=8)
-    p.add_argument("--lr", type=float, default=3e-5)
-    p.add_argument("--max-new-tokens", type=int, default=12)
-    p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--eval-size", type=int, default=100)
-    p.add_argument("--noise", type=float, default=2.0)
-    p.add_argument("--strength", type=float, default=3.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1)
-    args = p.parse_args(argv)
-    if args.quick:
-        args.steps, args.prompts_per_step, args.group_size, args.max_new_tokens, args.eval_size = 1, 2, 4, 6, 4
-    return args
+    add_arguments(p, out=RESULTS / NAME)
+    p.add_argument("--noise", type=float, default=2.0, help="scale of the reward model's t_2 noise")
+    p.add_argument("--strength", type=float, default=3.0, help="the distortion exp(strength * s)")
+    return p
+
+
+def build(args) -> Study:
+    base = apply_common(args, BASE, QUICK)
+
+    def rewards(seed: int) -> Rewards:  # a fresh reward model per run: the same noise draws in every arm of a seed
+        rm = make_reward_model(args.noise, args.strength, seed)
+        rm.__name__ = "reward_model"
+        return Rewards([rm, arithmetic_reward, true_score], [1.0, 0.0, 0.0], arithmetic_reward)
+
+    arms = [Arm("grpo", {"variant": "grpo"}, "GRPO: z-scores of the reward model's scores"),
+            Arm("gopo", {"variant": "gopo"}, "GOPO: ranks within the group"),
+            Arm("gopo_lr_matched", {"variant": "gopo"}, "GOPO at the lr that equalises the advantage RMS",
+                derive=matched_lr(base["lr"]))]
+    return Study(
+        name=NAME, title="GOPO against GRPO on a noisy reward model" + (" (quick path)" if args.quick else ""),
+        question=f"With a reward model `exp({args.strength:g} s) + {args.noise:g} t_2` (s: the answer's true quality), "
+                 "does using only the ranks of its scores (GOPO) train better than their z-scores (GRPO), judged by "
+                 "the real verifier on held-out prompts?",
+        arms=arms, seeds=args.seeds, base=base, baseline="grpo", rewards=rewards,
+        curves=("accuracy", "reward_arithmetic_reward", "reward_true_score", "reward_mean", "adv_rms",
+                "completion_len"),
+        budget="about 4 min a run, 36 min for 3 arms x 3 seeds on a quiet 2-core CPU (module docstring)",
+        notes=["Columns: `reward_mean` is the reward model's score, `reward_arithmetic_reward` the share of sampled "
+               "completions the verifier accepts, `reward_true_score` the hidden quality (weights 0: logged, not "
+               "trained on).",
+               "`gopo_lr_matched` scales GOPO's learning rate by the measured RMS ratio. AdamW normalises the update "
+               "by the gradients' running RMS, so a constant advantage scale mostly cancels; read this arm as GOPO "
+               "at a smaller learning rate."],
+    )
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    res = run(args)
-    write(Path(args.out), res)
-    print(json.dumps(res["summary"]["results"]))
-    return 0
+    return main_for(build, parser(), argv, default_out=RESULTS / NAME)
 
 
 if __name__ == "__main__":
-    import matplotlib
-
-    matplotlib.use("Agg")  # a script: draw to files only (never in importable code, which notebooks call)
     raise SystemExit(main())

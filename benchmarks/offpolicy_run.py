@@ -1,127 +1,81 @@
-"""A short real CPU training run with a bf16 sampler, with and without a rollout correction.
+"""A bf16 sampler with and without a rollout correction, against the fp32 sampler: three seeds, through the runner.
 
-SmolLM2-135M-Instruct on the arithmetic task, GRPO (beta = 0), ``TrainConfig(sampler_dtype="bfloat16")``:
-the completions are sampled by a bf16 copy of the weights (resynced after every update) while the trainer
-computes ``pi_old`` in fp32, so every batch is slightly off-policy (notebook 11).  Two runs with the same
-seed: no correction, and ``rollout_correction="token_truncate"`` (TIS, cap 3); and, as the on-policy
-reference, the fp32 model sampling itself.  Recorded per step: reward,
-the trainer's mismatch columns (k3 and the min/mean/max token ratio pi_old/mu), the share the correction
-changed, and the minutes.  One seed and ten steps: this shows what the correction does to a real batch
-and what it costs, not which setting trains better.
+SmolLM2-135M-Instruct on the arithmetic task, GRPO (beta = 0), the trainer in fp32.  Arms:
 
-    HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 python benchmarks/offpolicy_run.py            # ~12 min on 2 loaded cores
-    HF_HUB_OFFLINE=1 python benchmarks/offpolicy_run.py --steps 1 --eval-size 4 --out /tmp/opr   # a probe
+* ``fp32_sampler``: the trained fp32 weights sample (on policy: the reference);
+* ``bf16_sampler``: a bf16 copy of the weights samples (resynced after every update with dithered rounding) while
+  the trainer computes ``pi_old`` in fp32, so every batch is slightly off-policy (notebook 11); no correction;
+* ``bf16_sampler_tis``: the same, with truncated importance sampling per token (``rollout_correction=
+  "token_truncate"``, weights ``min(pi_old / mu, 3)``).
 
-Writes ``benchmarks/results/offpolicy_run/``: ``<run>/metrics.csv`` (the trainer's log), ``summary.json``
-(per run: reward per step, mismatch, corrected share, minutes, held-out accuracy; the machine and load) and
-``runs.png``.
+``bf16_sampler`` and ``bf16_sampler_tis`` sample the same first batch for a seed (the correction acts in the loss);
+``fp32_sampler`` samples with other weights.  Recorded per step by the trainer: reward, the mismatch columns (k3 per
+token between the sampler and ``pi_old``, the min/mean/max token ratio), the share of tokens the correction
+truncated, entropy, clip fractions; held-out greedy accuracy on 100 prompts every 5 steps.
+
+Budget (a quiet 2-core machine): 15 steps of 8 prompts x G = 8 with the fp32 trainer (forward + backward ~7 s,
+sampling ~2.2 s from the bf16 copy or ~4 s in fp32, optimiser ~0.3 s: the profiled figures in
+grpo_lessons.training.train_setup) ~ 2.7 min, three evaluations of 100 prompts ~ 0.7 min: ~ 3.5 min a run,
+3 arms x 3 seeds ~ 32 min.
+
+    HF_HUB_OFFLINE=1 python benchmarks/offpolicy_run.py                  # the study (~32 min, resumable)
+    HF_HUB_OFFLINE=1 python benchmarks/offpolicy_run.py --quick          # tiny-qwen2, seconds
+
+Writes ``benchmarks/results/offpolicy_run/``: ``runs/<arm>/seed<k>/metrics.csv`` and the study's summary,
+analysis, figures and RESULT.md (benchmarks/_study.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
-import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import torch  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-from grpo_lessons.training.trainer import TrainConfig, train  # noqa: E402
+from benchmarks._study import RESULTS, Arm, Study, add_arguments, apply_common, main_for, quick_rewards  # noqa: E402
 
-# name -> (sampler dtype, rollout correction); the fp32-sampler run is the on-policy reference
-RUNS = {"fp32_sampler": (None, None), "bf16_sampler_no_correction": ("bfloat16", None),
-        "bf16_sampler_token_truncate": ("bfloat16", "token_truncate")}
+NAME = "offpolicy_run"
+BASE = dict(task="arithmetic", variant="grpo", beta=0.0, steps=15, prompts_per_step=8, group_size=8, lr=3e-5,
+            max_new_tokens=12, temperature=0.7, eval_size=100, eval_every=5, precision="fp32")
+QUICK = dict(steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6, eval_size=4, eval_every=1,
+             micro_batch_size=8, lr=1e-3)
+ARMS = (
+    Arm("fp32_sampler", {"sampler_dtype": None}, "fp32 sampler (on policy)", sampling="fp32 weights"),
+    Arm("bf16_sampler", {"sampler_dtype": "bfloat16"}, "bf16 sampler, no correction", sampling="bf16 copy"),
+    Arm("bf16_sampler_tis", {"sampler_dtype": "bfloat16", "rollout_correction": "token_truncate",
+                             "rollout_clip_max": 3.0}, "bf16 sampler + TIS (token_truncate, cap 3)",
+        sampling="bf16 copy"),
+)
 
 
-def plot_runs(out: Path) -> None:
-    """``runs.png``: reward per step and the mismatch k3 per step of each run, from ``summary.json``."""
-    import matplotlib.pyplot as plt
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(p, out=RESULTS / NAME)
+    return p
 
-    summary = json.loads((out / "summary.json").read_text())
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.6))
-    for name, run in summary["runs"].items():
-        steps = [r["step"] for r in run["per_step"]]
-        a1.plot(steps, [r["reward_mean"] for r in run["per_step"]], marker="o", ms=3, label=name)
-        k3 = [r.get("mismatch_k3") for r in run["per_step"]]
-        if any(v is not None for v in k3):
-            a2.plot(steps, k3, marker="o", ms=3, label=name)
-    a1.set_xlabel("step")
-    a1.set_ylabel("mean training reward (64 completions)")
-    a1.legend(fontsize=8)
-    a1.set_title("one seed: no ranking", fontsize=10)
-    a2.set_xlabel("step")
-    a2.set_ylabel("mismatch k3 per token (bf16 sampler vs fp32)")
-    a2.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "runs.png", dpi=110)
-    plt.close(fig)
+
+def build(args) -> Study:
+    base = apply_common(args, BASE, QUICK)
+    return Study(
+        name=NAME, title="bf16 sampler with and without TIS, against the fp32 sampler"
+        + (" (quick path)" if args.quick else ""),
+        question="Does sampling from a bf16 copy of the weights (a train/inference gap) change what GRPO learns, and "
+                 "does truncated importance sampling (TIS) change it back?",
+        arms=list(ARMS), seeds=args.seeds, base=base, baseline="fp32_sampler",
+        rewards=quick_rewards if args.quick else None,
+        curves=("accuracy", "reward_mean", "mismatch_k3", "correction_truncated_frac", "entropy", "completion_len"),
+        budget="about 3.5 min a run, 32 min for 3 arms x 3 seeds on a quiet 2-core CPU (module docstring)",
+        notes=["`mismatch_k3`: mean k3 per token between the sampler's log-probs and the trainer's pi_old; "
+               "`correction_truncated_frac`: the share of tokens whose TIS weight hit the cap."],
+    )
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "offpolicy_run"))
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--eval-size", type=int, default=50)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--plot-only", action="store_true", help="redraw runs.png from an existing summary.json")
-    a = p.parse_args(argv)
-    if a.plot_only:
-        plot_runs(Path(a.out))
-        return 0
-    torch.set_num_threads(a.threads)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    cpu = platform.processor() or ""
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    summary = {"machine": {"cpu": cpu, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                           "gpu": None, "load_average_at_start": list(os.getloadavg())},
-               "note": "one seed, 10 steps: what the correction does and costs, not a ranking", "runs": {}}
-    for name, (sampler_dtype, correction) in RUNS.items():
-        t0 = time.time()
-        cfg = TrainConfig(model="smollm2", task="arithmetic", variant="grpo", beta=0.0, steps=a.steps, seed=a.seed,
-                          eval_size=a.eval_size, eval_every=0, sampler_dtype=sampler_dtype,
-                          rollout_correction=correction, out=str(out / name), reuse_freed_memory=True)
-        res = train(cfg, progress=False)
-        minutes = (time.time() - t0) / 60
-        steps = [h for h in res.history if h.get("reward_mean") is not None]
-        keys = ("reward_mean", "mismatch_k3", "mismatch_ratio_min", "mismatch_ratio_mean", "mismatch_ratio_max",
-                "correction_truncated_frac", "correction_masked_frac", "loss", "grad_norm", "seconds")
-        summary["runs"][name] = {
-            "sampler_dtype": sampler_dtype, "rollout_correction": correction,
-            "per_step": [{k: h.get(k) for k in ("step", *keys) if k in h} for h in steps],
-            "reward_mean_over_steps": sum(h["reward_mean"] for h in steps) / max(len(steps), 1),
-            "accuracy_before": (res.initial_eval or {}).get("accuracy"),
-            "accuracy_after": (res.final_eval or {}).get("accuracy"),
-            "minutes_total": round(minutes, 2),
-            "config": res.config,
-        }
-        ck = out / name / "checkpoint.pt"
-        if ck.exists():
-            ck.unlink()  # hundreds of MB; the metrics are what we keep
-        print(f"{name}: {minutes:.1f} min, reward over steps {summary['runs'][name]['reward_mean_over_steps']:.3f}, "
-              f"accuracy {summary['runs'][name]['accuracy_before']} -> {summary['runs'][name]['accuracy_after']}",
-              flush=True)
-    summary["machine"]["load_average_at_end"] = list(os.getloadavg())
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    plot_runs(out)
-    return 0
+    return main_for(build, parser(), argv, default_out=RESULTS / NAME)
 
 
 if __name__ == "__main__":
-    import matplotlib
-
-    matplotlib.use("Agg")  # a script: draw to files only (never in importable code, which notebooks call)
     raise SystemExit(main())

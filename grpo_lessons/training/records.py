@@ -28,6 +28,7 @@ from .train_config import TRAJECTORY_FIELDS, TrainConfig
 __all__ = [
     "PromptStream", "BASE_COLUMNS", "load_history", "write_csv", "append_csv", "rng_state", "set_rng_state",
     "save_checkpoint", "load_checkpoint", "TrainResult", "RunRecords", "open_run", "final_eval", "progress_text",
+    "check_initial_eval", "batch_hash",
     "CHECKPOINT_NAME", "METRICS_NAME", "CONFIG_NAME",
 ]
 
@@ -92,9 +93,11 @@ class PromptStream:
 
 BASE_COLUMNS = [
     "step", "reward_mean", "reward_std", "accuracy", "eval_reward_mean", "eval_completion_len",
-    "loss", "policy_loss", "kl", "clip_frac", "clip_frac_low", "clip_frac_high", "ratio_mean", "grad_norm",
-    "completion_len", "truncated_frac", "empty_frac", "overlong_penalty", "frac_zero_std_groups",
+    "loss", "policy_loss", "kl", "kl_start", "clip_frac", "clip_frac_low", "clip_frac_high", "ratio_mean", "grad_norm",
+    "adv_rms", "completion_len", "truncated_frac", "empty_frac", "overlong_penalty", "frac_zero_std_groups",
     "resample_rounds", "groups_trained", "update_skipped", "completions_sampled",
+    # a fingerprint of the trained batch's completion token ids: equal across runs that sampled the same batch
+    "batch_hash",
     # the sampler/trainer mismatch: mean k3 of (sampler, pi_old) per token, and the token ratio pi_old / mu
     "mismatch_k3", "mismatch_ratio_min", "mismatch_ratio_mean", "mismatch_ratio_max",
     "correction_truncated_frac", "correction_masked_frac", "off_policy_masked_frac",
@@ -246,6 +249,37 @@ def open_run(trainer) -> bool:
     return bool(resumed)
 
 
+def check_initial_eval(ev: dict | None, n: int) -> dict | None:
+    """A step-0 evaluation passed in instead of computed (``Trainer(initial_eval=...)``), checked: ``None``, or a dict
+    with ``accuracy``, ``reward_mean``, ``completion_len`` and ``n`` equal to the ``n`` held-out rows of this run.
+
+    Greedy decoding of the same weights on the same prompts gives the same numbers, so a study that trains many arms
+    from one model evaluates it once and passes the result to every run (benchmarks/_study.py).
+    """
+    if ev is None:
+        return None
+    if not isinstance(ev, dict) or not {"accuracy", "reward_mean", "completion_len", "n"} <= set(ev):
+        raise ValueError("initial_eval must be what evaluate() returns: a dict with accuracy, reward_mean, "
+                         f"completion_len and n; got {ev!r}")
+    if ev["n"] != n:
+        raise ValueError(f"initial_eval was measured on {ev['n']} held-out prompts, this run evaluates {n}")
+    acc = ev["accuracy"]
+    if not isinstance(acc, (int, float)) or not 0.0 <= acc <= 1.0:
+        raise ValueError(f"initial_eval accuracy must be in [0, 1], got {acc!r}")
+    return {k: ev[k] for k in ("accuracy", "reward_mean", "completion_len", "n")}
+
+
+def batch_hash(completion_ids: torch.Tensor) -> int:
+    """A 48-bit fingerprint of a batch's completion token ids ``(N, T)`` (shape included): two runs that trained on
+    the same sampled batch log the same number (``metrics.csv``'s ``batch_hash``)."""
+    import hashlib
+
+    ids = completion_ids.detach().to("cpu", torch.int64).contiguous()
+    h = hashlib.sha1(str(tuple(ids.shape)).encode())
+    h.update(ids.numpy().tobytes())
+    return int(h.hexdigest()[:12], 16)
+
+
 def final_eval(history: list[dict], n: int) -> dict | None:
     """The last evaluated row as ``{"step", "accuracy", "reward_mean", "completion_len", "n"}`` (None if none)."""
     evals = [r for r in history if r.get("accuracy") is not None]
@@ -289,8 +323,12 @@ class RunRecords:
     ``step_count`` and its ``evaluate`` / ``_eval_due`` / ``sync_sampler``.
     """
 
-    def _init_records(self, out: Path) -> None:
-        """A fresh run's state: step 0, no history, no time spent; ``metrics.csv`` / ``checkpoint.pt`` under ``out``."""
+    def _init_records(self, out: Path, initial_eval: dict | None = None) -> None:
+        """A fresh run's state: step 0, no history, no time spent; ``metrics.csv`` / ``checkpoint.pt`` under ``out``.
+
+        ``initial_eval``: the step-0 evaluation when it is already known (:func:`check_initial_eval`).
+        """
+        self._known_initial_eval = initial_eval
         self.step_count = 0
         self.history: list[dict] = []
         self.elapsed = 0.0  # training wall time of the whole run, across resumes (the CSV's `elapsed`)
@@ -325,7 +363,7 @@ class RunRecords:
             return
         self._started = True
         if not open_run(self) and self._eval_due(0):
-            ev = self.evaluate()
+            ev = self._known_initial_eval if self._known_initial_eval is not None else self.evaluate()
             self.initial_eval = dict(ev, step=0)
             row = {c: None for c in self.columns}
             row.update(step=0, **eval_fields(ev))

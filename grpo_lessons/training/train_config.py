@@ -116,6 +116,9 @@ class TrainConfig:
     entropy_in: str = "reward"  # "reward": r_i += alpha * H_i (sampler's mean token entropy); "loss": veRL entropy_coeff
     retire_solved_at: float | None = None  # ScaleRL no-positive-resampling: retire prompts with pass rate >= this
     topk: int = 20  # DPPO top-K variants: how many of the sampler's most likely tokens are recorded per position
+    # ----- diagnostics that do not change the trajectory
+    kl_start_every: int = 0  # log kl_start (KL of the policy to its initial weights, k3 per token on the sampled
+    #   tokens) every N steps: one no-grad forward of a frozen copy of the start weights; 0: off
 
     # ----- the one place None defaults are filled in
     def resolve(self) -> "TrainConfig":
@@ -182,7 +185,7 @@ class TrainConfig:
             positive_int("max_new_tokens")
         r = self.resolve()
         G, max_new = r.group_size, r.max_new_tokens
-        for name in ("eval_every", "eval_size", "checkpoint_every", "max_resample_rounds"):
+        for name in ("eval_every", "eval_size", "checkpoint_every", "max_resample_rounds", "kl_start_every"):
             positive_int(name, allow_zero=True)
         if v.fixed_group_size is not None and G != v.fixed_group_size:
             raise ValueError(

@@ -55,6 +55,7 @@ eval mode (dropout off) so the policy that samples is exactly the policy that is
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ import torch
 
 from . import records
 from grpo_lessons.core.variants import variant_advantages
+from grpo_lessons.core.kl import kl_estimate
 from grpo_lessons.core.correction import CORRECTION_MODES
 from grpo_lessons.core.losses import policy_loss
 from .records import CHECKPOINT_NAME, METRICS_NAME, PromptStream, TrainResult, load_history
@@ -101,6 +103,7 @@ class Batch:
     ref_logps: torch.Tensor | None  # (N, T) when beta > 0
     stats: dict  # what sampling saw: all sampled completions' rewards, zero-std groups, rounds
     reward_matrix: torch.Tensor | None = None  # (N, K') each reward function's column, then the shaping columns
+    policy_logps: torch.Tensor | None = None  # (N, T) pi_theta before the update (the update's first pass)
 
     @property
     def num_groups(self) -> int:
@@ -113,14 +116,16 @@ class Trainer(records.RunRecords):
 
     ``model``/``tokenizer`` (else loaded from ``cfg.model``), ``train_rows``/``eval_rows`` (else the task's
     train/test splits), ``reward_funcs``/``reward_weights`` (else the task's) and ``accuracy_fn`` (else the
-    first reward function) may be passed in.  Everything that can be checked before the first step is
+    first reward function) may be passed in, and ``initial_eval`` (what :meth:`evaluate` returns for the starting
+    weights, when it is already known: :func:`records.check_initial_eval`).  Everything that can be checked before the first step is
     checked here (:mod:`grpo_lessons.training.train_setup`), so a bad setting fails before any file is written.
     Checkpoints, resume and the CSV rows come from :class:`records.RunRecords`.
     """
 
     def __init__(self, cfg: TrainConfig, *, model=None, tokenizer=None, train_rows: Sequence[dict] | None = None,
                  eval_rows: Sequence[dict] | None = None, reward_funcs: Sequence[Callable] | None = None,
-                 reward_weights: Sequence[float] | None = None, accuracy_fn: Callable | None = None) -> None:
+                 reward_weights: Sequence[float] | None = None, accuracy_fn: Callable | None = None,
+                 initial_eval: dict | None = None) -> None:
         cfg.validate()
         self.cfg = cfg = cfg.resolve()  # every None default is a number from here on
         self.conf = cfg.resolved()
@@ -158,13 +163,43 @@ class Trainer(records.RunRecords):
         self.entropy_coef = cfg.entropy_bonus if cfg.entropy_in == "loss" else 0.0
         # The reward matrix's columns: the reward functions, then the shaping terms as extra "reward functions"
         self.matrix_weights = matrix_weights(self.reward_weights, cfg.overlong_cache_len, self.entropy_reward)
-        self._init_records(Path(cfg.out))  # step 0, empty history, metrics.csv / checkpoint.pt paths
+        self.start_model = self._frozen_start() if cfg.kl_start_every else None  # kl_start's pi_start
+        self._init_records(Path(cfg.out), records.check_initial_eval(initial_eval, len(self.eval_rows)))
 
     @torch.no_grad()
     def _logps(self, model, ro: Rollout) -> torch.Tensor:
         with autocast(model, self.cfg.precision):  # pi_old / pi_ref in the training pass's own precision
             return torch.cat([rollout_logps(model, ro, self.cfg.temperature, rows=sl)
                               for sl in micro_batches(len(ro), self.cfg.group_size, self.cfg.micro_batch_size)])
+
+    def _frozen_start(self):
+        """The start weights for ``kl_start``: a frozen copy of the model the training pass runs on, as it is now
+        (after the first sync), so ``kl_start`` is exactly 0 before the first update.  LoRA: None (the adapter-free
+        base is the start); ``beta > 0``: the reference model, which is that same copy (make_reference)."""
+        if self.cfg.lora:
+            return None
+        if self.ref_model is not None:
+            return self.ref_model
+        start = copy.deepcopy(self.train_model).eval()
+        for p in start.parameters():
+            p.requires_grad_(False)
+        return start
+
+    def kl_to_start(self, batch: Batch) -> float | None:
+        """Mean over the batch's completion tokens of k3, the estimate of KL(pi_theta || pi_start) per token (Schulman
+        2020; :func:`grpo_lessons.core.kl.kl_estimate`), ``pi_theta`` the policy before this step's update
+        (``batch.policy_logps`` (N, T)), ``pi_start`` the weights training started from.  ``beta > 0`` puts the same
+        quantity in the loss (TRL's ``beta`` term); this logs it whatever ``beta`` is."""
+        if batch.policy_logps is None or not batch.rows:
+            return None
+        ro = batch.rollout
+        if self.cfg.lora:
+            start_lp = self._ref_logps(ro)  # the adapter switched off: the base weights
+        else:
+            start_lp = self._logps(self.start_model, ro)  # (N, T)
+        k3 = kl_estimate(batch.policy_logps.float(), start_lp.float(), "k3")  # (N, T)
+        m = ro.completion_mask.to(k3.dtype)  # (N, T)
+        return float((k3 * m).sum() / m.sum().clamp(min=1.0))
 
     def _ref_logps(self, ro: Rollout) -> torch.Tensor:
         if self.cfg.lora:
@@ -324,7 +359,8 @@ class Trainer(records.RunRecords):
                           seq_share=(sl.stop - sl.start) / N)
             self._optimizer_step(tally)
         self.optimizer.zero_grad(set_to_none=True)
-        mismatch = {} if slp is None else mismatch_stats(slp, torch.cat(old_seen), batch.loss_mask)
+        batch.policy_logps = torch.cat(old_seen)  # (N, T) pi_theta before the update
+        mismatch = {} if slp is None else mismatch_stats(slp, batch.policy_logps, batch.loss_mask)
         return tally.metrics(mismatch, batch.num_groups, self.entropy_coef)
 
     def _optimizer_step(self, tally: LossTally) -> None:
@@ -385,11 +421,22 @@ class Trainer(records.RunRecords):
         batch = self.prepare(batch)    # 3. advantages, loss mask, pi_old / pi_ref log-probs
         m = self.update(batch)         # 4. mu optimiser steps on policy_loss
         self.step_count += 1
-        row = {"step": self.step_count, **self._sample_fields(batch.stats), **m, "time_sample": t_sample}
+        row = {"step": self.step_count, **self._sample_fields(batch.stats), **m, "time_sample": t_sample,
+               **self._batch_fields(batch)}
         t_train = time.perf_counter() - t0
         if self._eval_due(self.step_count) or self._time_up(t_train):
             row.update(eval_fields(self.evaluate()))
         return self._record(row, t0, t_train)  # metrics.csv, history, checkpoint when due (records.RunRecords)
+
+    def _batch_fields(self, batch: Batch) -> dict:
+        """``adv_rms`` (root mean square of the trained advantages), ``batch_hash`` (:func:`records.batch_hash`) and,
+        every ``kl_start_every`` steps, ``kl_start`` (:meth:`kl_to_start`)."""
+        if not batch.rows:
+            return {}
+        every = self.cfg.kl_start_every
+        return {"adv_rms": float(batch.advantages.double().pow(2).mean().sqrt()),  # over the N trained completions
+                "batch_hash": records.batch_hash(batch.rollout.completion_ids),
+                **({"kl_start": self.kl_to_start(batch)} if every and self.step_count % every == 0 else {})}
 
     def _sample_fields(self, st: dict) -> dict:
         return sample_fields(st, self.reward_columns, overlong=bool(self.cfg.overlong_cache_len),
@@ -433,6 +480,6 @@ def train(cfg: TrainConfig, progress: bool = True, callback: Callable[[list[dict
     ``callback(history)`` is called after every step (and once after the step-0 evaluation): pass
     :class:`grpo_lessons.training.plots.LivePlot` for a live plot in a notebook.  ``overrides`` go to
     :class:`Trainer` (``model=``, ``tokenizer=``, ``train_rows=``, ``eval_rows=``, ``reward_funcs=``,
-    ``reward_weights=``, ``accuracy_fn=``).
+    ``reward_weights=``, ``accuracy_fn=``, ``initial_eval=``).
     """
     return Trainer(cfg, **overrides).run(progress=progress, callback=callback)
