@@ -93,19 +93,17 @@ def test_training_plot_keeps_the_callers_backend(svg_backend, tmp_path):
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
 
-def test_gopo_benchmark_writer_keeps_the_backend_and_leaves_no_figure(svg_backend, tmp_path):
-    """Notebook 16 runs this writer (through the benchmark's quick path) after its widget has been drawn."""
+def test_gopo_benchmark_keeps_the_backend_and_leaves_no_figure(svg_backend, tmp_path):
+    """Notebook 16 runs the benchmark's quick path (training, summary, figures) after its widget has been drawn."""
     import matplotlib.pyplot as plt
 
     sys.path.insert(0, str(ROOT))
     try:
-        from benchmarks.gopo_vs_grpo import write
+        from benchmarks.gopo_vs_grpo import main
     finally:
         sys.path.remove(str(ROOT))
-    res_dir = ROOT / "benchmarks" / "results" / "gopo_vs_grpo"
-    with open(res_dir / "steps.csv") as f:
-        steps = [{k: (v if k == "method" else float(v)) for k, v in row.items()} for row in csv.DictReader(f)]
-    write(tmp_path, {"steps": steps, "summary": json.loads((res_dir / "result.json").read_text())})
+    assert main(["--quick", "--out", str(tmp_path)]) == 0
     assert matplotlib.get_backend() == "svg"
     assert plt.get_fignums() == [], "the benchmark left its figure open: it would show up in the notebook"
-    assert (tmp_path / "curves.png").stat().st_size > 1000
+    figures = sorted(tmp_path.glob("*.png"))
+    assert figures and all(f.stat().st_size > 1000 for f in figures)
