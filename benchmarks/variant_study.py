@@ -71,7 +71,7 @@ NAME = "variant_study"
 #: The variants the study must cover, then the ones it adds when the registry has them.
 REQUIRED = ("grpo", "dr_grpo", "dapo", "gspo", "2-grpo", "sapo", "cispo", "vespo", "dppo_binary_tv", "scalerl", "gopo")
 OPTIONAL = ("bnpo", "gdpo", "rloo")
-BASE = dict(task="arithmetic", steps=16, prompts_per_step=8, group_size=8, lr=3e-5, mu=2, max_new_tokens=12,
+BASE = dict(task="arithmetic", steps=12, prompts_per_step=8, group_size=8, lr=3e-5, mu=2, max_new_tokens=12,
             temperature=0.7, eval_size=100, eval_every=4, eval_batch_size=50, micro_batch_size=32,
             precision="bf16-mixed", sampler_dtype="bfloat16", copy_rounding="dither", kl_start_every=2)
 QUICK = dict(model="tiny-qwen2", steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6, eval_size=4,
