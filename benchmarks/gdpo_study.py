@@ -15,13 +15,13 @@ SmolLM2-135M-Instruct on the arithmetic task with two rewards, weights 1 and 1:
 Arms (registry names, beta = 0 for both, so they differ only in how the advantage combines the two rewards):
 ``grpo`` (sum, then normalise) and ``gdpo`` (normalise each, then sum).  They sample the same first batch for a seed.
 The trainer logs each reward's mean per step (``reward_arithmetic_reward``, ``reward_brevity``); held-out accuracy
-and greedy completion length on 100 prompts every 5 steps.
+and greedy completion length on 100 prompts every 4 steps.
 
-Budget (a quiet 2-core machine): 25 steps of 8 prompts x G = 8 on the fast path (bf16-mixed, bf16 sampler with
-dithered rounding, ~6.5 s a step) ~ 2.7 min, five evaluations of 100 prompts ~ 1.1 min: ~ 4 min a run, 2 arms x 3
-seeds ~ 24 min.
+Budget (a quiet 2-core machine): 16 steps of 8 prompts x G = 8 on the fast path (bf16-mixed, bf16 sampler with
+dithered rounding, ~6.5 s a step) ~ 1.7 min, four evaluations of 100 prompts ~ 0.5 min: ~ 2.3 min a run, 2 arms x 3
+seeds ~ 15 min.
 
-    HF_HUB_OFFLINE=1 python benchmarks/gdpo_study.py                  # the study (~24 min, resumable)
+    HF_HUB_OFFLINE=1 python benchmarks/gdpo_study.py                  # the study (~15 min, resumable)
     HF_HUB_OFFLINE=1 python benchmarks/gdpo_study.py --quick          # tiny-qwen2, seconds
 
 Writes ``benchmarks/results/gdpo_vs_grpo/``: ``runs/{grpo,gdpo}/seed<k>/metrics.csv`` and the study's summary,
@@ -44,8 +44,8 @@ from benchmarks._study import (RESULTS, Arm, Rewards, Study, add_arguments, appl
 from grpo_lessons.core.rewards import arithmetic_reward  # noqa: E402
 
 NAME = "gdpo_vs_grpo"
-BASE = dict(task="arithmetic", steps=25, prompts_per_step=8, group_size=8, lr=3e-5, beta=0.0, max_new_tokens=12,
-            temperature=0.7, eval_size=100, eval_every=5, precision="bf16-mixed", sampler_dtype="bfloat16",
+BASE = dict(task="arithmetic", steps=16, prompts_per_step=8, group_size=8, lr=3e-5, beta=0.0, max_new_tokens=12,
+            temperature=0.7, eval_size=100, eval_every=4, precision="bf16-mixed", sampler_dtype="bfloat16",
             copy_rounding="dither")
 QUICK = dict(steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6, eval_size=4, eval_every=1,
              micro_batch_size=8, lr=1e-3)
@@ -90,7 +90,7 @@ def build(args) -> Study:
         curves=("accuracy", "reward_arithmetic_reward", "reward_brevity", "completion_len", "eval_completion_len",
                 "adv_rms"),
         extra_metrics=("eval_completion_len_after",),
-        budget="about 4 min a run, 24 min for 2 arms x 3 seeds on a quiet 2-core CPU (module docstring)",
+        budget="about 2.3 min a run, 15 min for 2 arms x 3 seeds on a quiet 2-core CPU (module docstring)",
         notes=["`reward_arithmetic_reward` and `reward_brevity` are the two rewards' means over each step's sampled "
                "completions; `eval_completion_len` is the greedy completion length on the held-out prompts."],
     )

@@ -23,11 +23,11 @@ Arms (every one chosen by its registry name; beta = 0 for all, so the arms diffe
 The three arms sample the same first batch for a seed (same sampler, prompts and reward model draws); they differ
 from the first update on.  Held-out accuracy is greedy, scored by the real verifier, on 100 prompts.
 
-Budget (a quiet 2-core machine): 25 steps of 8 prompts x G = 8 on the fast path (bf16-mixed, bf16 sampler with
-dithered rounding; ~6.5 s a step from the committed 10-minute preset's per-step times at half the batch) ~ 2.7 min,
-evaluations at steps 5..25 on 100 prompts ~ 1.1 min: ~ 4 min a run, 3 arms x 3 seeds ~ 36 min.
+Budget (a quiet 2-core machine): 16 steps of 8 prompts x G = 8 on the fast path (bf16-mixed, bf16 sampler with
+dithered rounding; ~6.5 s a step from the committed 10-minute preset's per-step times at half the batch) ~ 1.7 min,
+evaluations at steps 4..16 on 100 prompts ~ 0.5 min: ~ 2.3 min a run, 3 arms x 3 seeds ~ 21 min.
 
-    HF_HUB_OFFLINE=1 python benchmarks/gopo_vs_grpo.py                 # the study (~36 min, resumable)
+    HF_HUB_OFFLINE=1 python benchmarks/gopo_vs_grpo.py                 # the study (~21 min, resumable)
     HF_HUB_OFFLINE=1 python benchmarks/gopo_vs_grpo.py --quick --out /tmp/gopo   # tiny-qwen2, seconds
 
 Writes ``benchmarks/results/gopo_vs_grpo/``: ``runs/<arm>/seed<k>/metrics.csv`` and the study's summary, analysis,
@@ -53,8 +53,8 @@ from grpo_lessons.core.rewards import arithmetic_reward, completion_text, extrac
 from grpo_lessons.training.records import METRICS_NAME, load_history  # noqa: E402
 
 NAME = "gopo_vs_grpo"
-BASE = dict(task="arithmetic", steps=25, prompts_per_step=8, group_size=8, lr=3e-5, beta=0.0, max_new_tokens=12,
-            temperature=0.7, eval_size=100, eval_every=5, precision="bf16-mixed", sampler_dtype="bfloat16",
+BASE = dict(task="arithmetic", steps=16, prompts_per_step=8, group_size=8, lr=3e-5, beta=0.0, max_new_tokens=12,
+            temperature=0.7, eval_size=100, eval_every=4, precision="bf16-mixed", sampler_dtype="bfloat16",
             copy_rounding="dither")
 QUICK = dict(steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6, eval_size=4, eval_every=1,
              micro_batch_size=8, lr=1e-3)
@@ -140,7 +140,7 @@ def build(args) -> Study:
         arms=arms, seeds=args.seeds, base=base, baseline="grpo", rewards=rewards,
         curves=("accuracy", "reward_arithmetic_reward", "reward_true_score", "reward_mean", "adv_rms",
                 "completion_len"),
-        budget="about 4 min a run, 36 min for 3 arms x 3 seeds on a quiet 2-core CPU (module docstring)",
+        budget="about 2.3 min a run, 21 min for 3 arms x 3 seeds on a quiet 2-core CPU (module docstring)",
         notes=["Columns: `reward_mean` is the reward model's score, `reward_arithmetic_reward` the share of sampled "
                "completions the verifier accepts, `reward_true_score` the hidden quality (weights 0: logged, not "
                "trained on).",
