@@ -9,7 +9,7 @@ them), except what the comparison must hold fixed:
 
 * one learning rate for all, 3e-5: chosen once, on GRPO, by ``benchmarks/cpu_learning.py`` (the 30-minute and
   10-minute runs); the papers' 1e-6 is for models ten to a hundred times larger and moves a 135M model very little
-  in 16 steps;
+  in 12 steps;
 * the same number of completions sampled per step: 8 prompts x G = 8 = 64; 2-GRPO, defined by G = 2, gets 32
   prompts x 2 (its paper's "same budget" comparison); DAPO's dynamic sampling draws extra rounds when groups are
   all-equal (at most 4; the ``completions_sampled`` column counts them) and trains on 8 informative groups;
@@ -27,21 +27,22 @@ the same ``sampling`` label in ``study.json``; the trainer's ``batch_hash`` colu
 
 Measured per step (the trainer's ``metrics.csv``): reward, completion length, truncation, sampler token entropy, clip
 fractions (low/high), KL to the start weights (``kl_start``, every 2 steps), advantage RMS, gradient norm; held-out
-greedy accuracy on 100 prompts (one run's standard error at most 5 points) at steps 0, 4, 8, 12, 16.  Step 0 is
+greedy accuracy on 100 prompts (one run's standard error at most 5 points) at steps 0, 4, 8, 12.  Step 0 is
 evaluated once for the whole study and reused (the same weights and prompts give the same greedy answers).
 
 Cost estimate (a quiet 2-core machine, 2 threads), from the committed 10-minute preset
 (``benchmarks/results/cpu_learning_10min/metrics.csv``: 16 prompts x 8 on the same fast path, about 12 s a step --
 sampling 3.4-4.0 s, forward 2.6 s, backward 5.0-5.5 s, optimiser 0.2 s -- and 26 s per greedy evaluation of 200
 prompts): at 8 x 8 with mu = 2, sampling ~2 s + pi_old forward ~1.3 s + 2 x (1.3 + 2.7 + 0.2) s ~ 12 s a step, so
-16 steps ~ 3.2 min, four evaluations of 100 prompts ~ 0.9 min, copying the model and writing/deleting the
-checkpoint ~ 0.2 min: ~ 4.3 min a run.  14 variants (the 11 required + bnpo, gdpo and rloo, which the registry
-has) x 3 seeds = 42 runs ~ 3.0 hours, plus ~1 min to load the model and evaluate it once.  GRPO's reference model (beta =
+12 steps ~ 2.4 min, three evaluations of 100 prompts ~ 0.3 min, copying the model and writing/deleting the
+checkpoint ~ 0.2 min: ~ 2.9 min a run.  The 11 required variants x 3 seeds = 33 runs ~ 1.6 hours, plus ~1 min to
+load the model and evaluate it once; bnpo, gdpo and rloo (which the registry also has) add ~26 min
+(``--variants`` with their names; the default list runs all 14).  GRPO's reference model (beta =
 0.04) adds ~1.3 s a step, DAPO's extra sampling rounds up to ~2 s each, ``kl_start`` ~0.6 s a step on average.
 Check the first runs' minutes (``run.json``; the runner prints the pace) and lower ``--steps`` if the machine is
 slower.
 
-    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py                       # the study (~3 h, resumable)
+    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py                       # the 14 default variants (~2.1 h, resumable)
     HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --quick               # tiny-qwen2, every arm, seconds
     HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --variants grpo gspo dapo --seeds 0 1 2
     HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --analyse-only        # summary, figures, RESULT.md again
@@ -152,7 +153,7 @@ def build(args) -> Study:
         arms=arms, seeds=args.seeds, base=base, baseline="grpo" if "grpo" in variants else variants[0],
         rewards=quick_rewards if args.quick else None,  # None: the task's verifier
         curves=("accuracy", "reward_mean", "completion_len", "entropy", "clip_frac", "kl_start"),
-        budget=f"about 4.3 min a run on a quiet 2-core CPU, {4.3 * len(arms) * len(args.seeds) / 60:.1f} h for "
+        budget=f"about 2.9 min a run on a quiet 2-core CPU, {2.9 * len(arms) * len(args.seeds) / 60:.1f} h for "
                f"{len(arms)} variants x {len(args.seeds)} seeds (module docstring)",
         notes=["Each variant runs at its registry defaults; the shared settings are the learning rate, the "
                "completions per step, the steps, mu = 2 (so that the ratios leave 1 and clipping can act) and the "
