@@ -62,7 +62,7 @@ from benchmarks import _stats as st  # noqa: E402
 from benchmarks._machine import machine  # noqa: E402
 
 from grpo_lessons.training.records import CHECKPOINT_NAME, METRICS_NAME, load_history  # noqa: E402
-from grpo_lessons.training.train_config import TrainConfig  # noqa: E402
+from grpo_lessons.training.train_config import TrainConfig, cpu_bf16_speedup  # noqa: E402
 
 __all__ = ["Arm", "Rewards", "Study", "RunContext", "run_study", "analyse_study", "summarize_run", "run_dir",
            "read_summary", "add_arguments", "apply_common", "RESULTS", "RUNS", "RUN_JSON", "SUMMARY", "RESULT",
@@ -895,11 +895,16 @@ def add_arguments(p: argparse.ArgumentParser, *, out: Path) -> None:
     p.add_argument("--eval-size", type=int)
     p.add_argument("--eval-every", type=int)
     p.add_argument("--lr", type=float)
+    p.add_argument("--precision", choices=["auto", "bf16-mixed", "fp32"], default="auto",
+                   help="auto (default): the study's bf16 fast path (bf16-mixed compute, bf16 sampler) where the CPU "
+                        "multiplies bf16 in hardware, else fp32 throughout (a CPU with AVX2 only emulates bf16 "
+                        "matrix products, tens of times slower); on CUDA the study's own settings")
 
 
 def apply_common(args, base: dict, quick: dict) -> dict:
     """The shared TrainConfig fields after the command line: ``quick`` replaces settings under ``--quick``;
-    explicit ``--steps`` etc. win; ``--device cuda`` means fp32 weights with bf16-mixed compute and a bf16 sampler."""
+    explicit ``--steps`` etc. win; ``--device cuda`` means fp32 weights with bf16-mixed compute and a bf16 sampler;
+    ``--precision auto`` keeps the bf16 fast path only on a CPU that multiplies bf16 in hardware (else fp32)."""
     base = dict(base)
     if args.quick:
         base.update(quick)
@@ -912,6 +917,13 @@ def apply_common(args, base: dict, quick: dict) -> dict:
             base[key] = getattr(args, flag)
     if args.device != "cpu":
         base.update(device=args.device, dtype="float32")  # fp32 master weights; the study's precision stays
+    precision = getattr(args, "precision", "auto")
+    if precision == "auto" and args.device == "cpu":
+        precision = "bf16-mixed" if cpu_bf16_speedup() >= 1.0 else "fp32"
+    if precision == "fp32":
+        base.update(precision="fp32", sampler_dtype=None)  # one fp32 model samples and trains: no copies to round
+    elif precision == "bf16-mixed":
+        base.update(precision="bf16-mixed")
     return base
 
 

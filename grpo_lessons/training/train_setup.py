@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ import torch
 
 from .rollout import prompts_over_context
 from .scoring import reward_names
-from .train_config import TrainConfig
+from .train_config import TrainConfig, cpu_bf16_speedup
 from grpo_lessons.core.variants import Variant
 
 __all__ = ["RunData", "load_data", "load_model", "check_prompt_lengths", "prepare_model", "fp32_master_weights", "make_reference", "make_optimizer",
@@ -116,6 +117,7 @@ def prepare_model(cfg: TrainConfig, model):
     """
     if cfg.precision == "bf16-mixed":
         fp32_master_weights(model)
+    warn_if_bf16_is_slow(cfg, model)
     layers = _block_list(model) if cfg.trainable_layers is not None else None
     if layers is not None and cfg.trainable_layers > len(layers):
         raise ValueError(f"trainable_layers={cfg.trainable_layers} but the model has {len(layers)} blocks")
@@ -143,6 +145,27 @@ def prepare_model(cfg: TrainConfig, model):
             for p in norm.parameters():
                 p.requires_grad_(True)
     return model.eval()  # dropout off: the sampling policy is the scored policy
+
+
+def warn_if_bf16_is_slow(cfg: TrainConfig, model) -> bool:
+    """Warn (and return True) when this run asks for bf16 compute (``precision="bf16-mixed"`` or a bf16/fp16 sampler)
+    on a CPU that only emulates bf16 matrix products (:func:`cpu_bf16_speedup` below 0.5): there the "fast path" is
+    many times slower than ``precision="fp32"``, and a learner would only see a run that never seems to move."""
+    low = cfg.precision == "bf16-mixed" or cfg.sampler_dtype in ("bfloat16", "float16")
+    try:
+        on_cpu = next(model.parameters()).device.type == "cpu"
+    except StopIteration:
+        return False
+    if not (low and on_cpu):
+        return False
+    ratio = cpu_bf16_speedup()
+    if ratio >= 0.5:
+        return False
+    warnings.warn(f"this CPU has no native bf16 matrix products: a bf16 matmul here is {1 / ratio:.0f}x slower than "
+                  f"fp32, so precision={cfg.precision!r} with sampler_dtype={cfg.sampler_dtype!r} will be far slower "
+                  "than precision='fp32' with sampler_dtype=None (the default, precision='auto', chooses fp32 on a "
+                  "CPU)", RuntimeWarning, stacklevel=3)
+    return True
 
 
 def fp32_master_weights(model):
