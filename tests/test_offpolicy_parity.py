@@ -4,7 +4,7 @@ CISPO, VESPO (with and without sampler weights), the four vLLM importance-sampli
 ``grpo`` and ``dapo``, and the off-policy sequence mask.  The sampler weights TRL applies are
 computed by TRL's own generation step (``trl_harness.trl_sampling_inputs``), not re-implemented.
 
-The parity table in the README is printed by ``python tests/test_offpolicy_parity.py``.
+The off-policy parity table of the course site (docs/package/verification.md) is printed by ``python tests/test_offpolicy_parity.py``.
 """
 
 import pytest

@@ -1,6 +1,6 @@
 """Parity with TRL 1.16's own GRPOTrainer._compute_loss on identical tensors: loss AND gradient.
 
-The parity table in the README is printed by ``python tests/test_parity_core.py``.
+The parity table of the course site (docs/package/verification.md) is printed by ``python tests/test_parity_core.py``.
 """
 
 import pytest

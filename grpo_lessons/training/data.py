@@ -472,7 +472,8 @@ def load_gsm8k(split: str = "test", *, limit: int | None = None, system: str = S
     try:
         import datasets
     except ImportError:
-        raise RuntimeError("load_gsm8k needs the `datasets` package: pip install datasets") from None
+        raise RuntimeError("load_gsm8k needs the `datasets` package, part of the `train` extra: "
+                           "pip install 'grpo-lessons[train]'") from None
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
     if not offline and not _hub_reachable():
         # Fail in a few seconds instead of the hub client's ~25 s of retries.

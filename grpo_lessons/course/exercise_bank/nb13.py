@@ -48,8 +48,8 @@ def _bernoulli_kl(mu, p):
 
 
 def reference_kl_ceiling(mu, delta):
-    """The largest p > mu with D(mu, p) <= delta (binary KL, A > 0), by bisection: D rises from 0 at p = mu to
-    infinity as p -> 1, so the answer is unique and below 1."""
+    """The largest pi_theta > mu with D(mu, pi_theta) <= delta (binary KL, A > 0), by bisection: D rises from 0 at
+    pi_theta = mu to infinity as pi_theta -> 1, so the answer is unique and below 1."""
     mu = torch.as_tensor(mu, dtype=torch.float64)
     lo, hi = mu.clone(), torch.ones_like(mu)
     for _ in range(200):
@@ -65,8 +65,9 @@ def _check_ceiling(fn) -> None:
              (torch.tensor([1e-3, 0.2, 0.999], dtype=torch.float64), 0.05),
              (0.01 + 0.98 * torch.rand(20, generator=g, dtype=torch.float64), 0.15)]
     check_function(fn, reference_kl_ceiling, cases, what="kl_ceiling", atol=1e-6,
-                   hint="For A > 0 a token is masked when p > mu and D(mu, p) = mu log(mu/p) + (1 - mu) "
-                        "log((1 - mu)/(1 - p)) > delta. D grows from 0 at p = mu towards infinity at p = 1: find where "
+                   hint="For A > 0 a token is masked when pi > mu and D(mu, pi) = mu log(mu/pi) + (1 - mu) "
+                        "log((1 - mu)/(1 - pi)) > delta (pi: pi_theta). D grows from 0 at pi = mu towards infinity at "
+                        "pi = 1: find where "
                         "it reaches delta, e.g. by bisection on [mu, 1] (vectorised with torch.where).")
 
 
@@ -75,7 +76,7 @@ register(Exercise(
     notebook="13_dppo.ipynb",
     variable="kl_ceiling",
     prompt="Write kl_ceiling(mu, delta): for tokens with A > 0 and sampler probabilities mu (a tensor), the highest "
-           "pi_theta that DPPO's binary-KL mask still keeps (D(mu, p) = delta with p > mu).",
+           "pi_theta that DPPO's binary-KL mask still keeps (D(mu, pi_theta) = delta with pi_theta > mu).",
     kind="code",
     check=_check_ceiling,
     reference=reference_kl_ceiling,

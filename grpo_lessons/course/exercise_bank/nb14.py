@@ -9,7 +9,8 @@ from grpo_lessons.core.losses import policy_loss
 
 
 def reference_scalerl_loss(logp, old_logp, adv, mask, G):
-    """ScaleRL's loss: CISPO's weight sg(min(r, 5)) and prompt-level aggregation (``policy_loss(variant="scalerl")``)."""
+    """ScaleRL's loss: CISPO's weight sg(min(rho, 5)) and prompt-level aggregation
+    (``policy_loss(variant="scalerl")``)."""
     return policy_loss(logp, old_logp, adv, mask, variant="scalerl", group_size=G).loss
 
 
@@ -37,16 +38,16 @@ def _check_loss(fn) -> None:
         if not isinstance(out, torch.Tensor) or out.numel() != 1:
             raise ExerciseError(f"return the loss as a one-element tensor, got {type(out).__name__} {out!r}")
         close_to(float(out.detach()), float(want.detach()), what=f"the ScaleRL loss (G = {G})", rel=1e-7, abs_tol=1e-10,
-                 hint="Per token -sg(min(r, 5)) A log pi; then a token mean WITHIN each prompt's group of G rows "
+                 hint="Per token -sg(min(rho, 5)) A log pi; then a token mean WITHIN each prompt's group of G rows "
                       "(divide by that group's number of real tokens), then the mean over the prompts.")
         if not out.requires_grad:
             raise ExerciseError("your loss has the right value but no gradient: it must be computed from logp.")
         (gr,) = torch.autograd.grad(out.sum(), xc, allow_unused=True)
         gr = torch.zeros_like(xc) if gr is None else gr
         if not torch.allclose(gr, g_want, atol=1e-9, rtol=1e-6):
-            raise ExerciseError("the value is right but the gradient is not. CISPO's weight min(r, 5) sits under a "
-                                "stop-gradient (`.detach()`): every token's gradient is -min(r, 5) A / (P n_g), never "
-                                "zero, and not the derivative of the weight.")
+            raise ExerciseError("the value is right but the gradient is not. CISPO's weight min(rho, 5) sits under "
+                                "a stop-gradient (`.detach()`): every token's gradient is -min(rho, 5) A / (P n_g), "
+                                "never zero, and not the derivative of the weight.")
 
 
 register(Exercise(
@@ -54,14 +55,15 @@ register(Exercise(
     notebook="14_cispo_scalerl.ipynb",
     variable="scalerl_loss",
     prompt="Write scalerl_loss(logp, old_logp, adv, mask, G): ScaleRL's scalar loss, CISPO's stop-gradient weight "
-           "min(r, 5) with prompt-level aggregation over groups of G contiguous rows; value and gradient are checked.",
+           "min(rho, 5) with prompt-level aggregation over groups of G contiguous rows; value and gradient are "
+           "checked.",
     kind="code",
     check=_check_loss,
     reference=reference_scalerl_loss,
     solution_code=(
         "import torch\n"
         "def scalerl_loss(logp, old_logp, adv, mask, G):\n"
-        "    w = torch.clamp(torch.exp(logp - old_logp), max=5.0).detach()     # (B, T) sg(min(r, 5))\n"
+        "    w = torch.clamp(torch.exp(logp - old_logp), max=5.0).detach()     # (B, T) sg(min(rho, 5))\n"
         "    per_token = -w * adv[:, None] * logp * mask                        # (B, T)\n"
         "    per_prompt = per_token.view(-1, G, logp.shape[1]).sum((1, 2))      # (P,)\n"
         "    tokens = mask.view(-1, G, logp.shape[1]).sum((1, 2))               # (P,) n_g\n"
@@ -103,21 +105,22 @@ register(Exercise(
 
 def _check_fallback(answer) -> None:
     if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-        raise ExerciseError(f"answer with a pair (weight at r = 0.1, weight at r = 3.0), got {answer!r}")
+        raise ExerciseError(f"answer with a pair (weight at rho = 0.1, weight at rho = 3.0), got {answer!r}")
     try:
         lo, hi = float(answer[0]), float(answer[1])
     except (TypeError, ValueError):
         raise ExerciseError(f"answer with two numbers, got {answer!r}") from None
     if abs(hi - 1.2) < 1e-6 or abs(lo - 0.8) < 1e-6:
-        raise ExerciseError("1.2 (or 0.8) reads the cap as 1 + epsilon (veRL's relative clip); TRL's cap on r is "
+        raise ExerciseError("1.2 (or 0.8) reads the cap as 1 + epsilon (veRL's relative clip); TRL's cap on rho is "
                             "absolute, and TRL has no lower bound.")
     if abs(hi - 3.0) < 1e-6:
         raise ExerciseError("3.0 would be right under ScaleRL's cap 5. Here epsilon_high is unset: which value does "
                             "TRL fall back to?")
-    close_to(lo, 0.1, what="the weight at r = 0.1", hint="The weight is min(r, cap): a ratio below the cap keeps its "
-                                                         "value.")
-    close_to(hi, 0.2, what="the weight at r = 3.0", hint="The weight is min(r, cap) with the cap epsilon_high, which "
-                                                         "falls back to epsilon = 0.2 when unset.")
+    close_to(lo, 0.1, what="the weight at rho = 0.1",
+             hint="The weight is min(rho, cap): a ratio below the cap keeps its value.")
+    close_to(hi, 0.2, what="the weight at rho = 3.0",
+             hint="The weight is min(rho, cap) with the cap epsilon_high, which falls back to epsilon = 0.2 "
+                  "when unset.")
 
 
 register(Exercise(
@@ -125,7 +128,7 @@ register(Exercise(
     notebook="14_cispo_scalerl.ipynb",
     variable="weights_fallback",
     prompt="TRL, loss_type='cispo', epsilon_high left unset (epsilon = 0.2): which weights multiply A grad log pi for "
-           "a token with r = 0.1 and for one with r = 3.0? A pair.",
+           "a token with rho = 0.1 and for one with rho = 3.0 (rho: the token ratio)? A pair.",
     kind="number",
     check=_check_fallback,
     solution_code="weights_fallback = (min(0.1, 0.2), min(3.0, 0.2))",
