@@ -191,7 +191,9 @@ def _iv(iv: Interval | None, scale: float = 100.0) -> str:
 
 
 def _num(x: float | None, spec: str) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-".rjust(int(spec.split(".")[0] or 0))
+    return format(x, spec)
 
 
 def format_table(table: list[dict], baseline: str = "grpo") -> str:
