@@ -62,6 +62,8 @@ from benchmarks import _stats as st  # noqa: E402
 from benchmarks._machine import machine  # noqa: E402
 
 from grpo_lessons.training.records import CHECKPOINT_NAME, METRICS_NAME, load_history  # noqa: E402
+from grpo_lessons.training.stats import (RUN_JSON, RUNS, SUMMARY_COLUMNS, run_dir, run_is_complete,  # noqa: E402
+                                         summarize_run)
 from grpo_lessons.training.train_config import TrainConfig, cpu_bf16_speedup  # noqa: E402
 
 __all__ = ["Arm", "Rewards", "Study", "RunContext", "run_study", "analyse_study", "summarize_run", "run_dir",
@@ -69,7 +71,7 @@ __all__ = ["Arm", "Rewards", "Study", "RunContext", "run_study", "analyse_study"
            "DEFAULT_CURVES", "quick_out", "digit_share", "quick_rewards"]
 
 RESULTS = ROOT / "benchmarks" / "results"
-RUNS, RUN_JSON, SUMMARY, RESULT = "runs", "run.json", "summary.csv", "RESULT.md"
+SUMMARY, RESULT = "summary.csv", "RESULT.md"
 INITIAL_EVAL, REFERENCE, ANALYSIS, STUDY_JSON = "initial_eval.json", "reference.json", "analysis.json", "study.json"
 DEFAULT_CURVES = ("accuracy", "reward_mean", "completion_len", "entropy", "clip_frac", "kl_start")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -200,10 +202,6 @@ def quick_rewards(seed: int) -> Rewards:
     from grpo_lessons.core.rewards import arithmetic_reward
 
     return Rewards([arithmetic_reward, digit_share], [1.0, 1.0], arithmetic_reward)
-
-
-def run_dir(out: Path, arm: str, seed: int) -> Path:
-    return Path(out) / RUNS / arm / f"seed{seed}"
 
 
 def quick_out(name: str) -> Path:
@@ -444,16 +442,9 @@ def _definition(study: Study) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# summary: one row per run, from its files alone
+# summary: one row per run, from its files alone (``summarize_run``: grpo_lessons.training.stats, which the
+# course's reader of a study uses too)
 # ---------------------------------------------------------------------------------------------
-
-SUMMARY_COLUMNS = [
-    "arm", "variant", "seed", "lr", "steps", "accuracy_before", "accuracy_after", "gain", "eval_completion_len_after",
-    "reward_first", "reward_last5", "completion_len_last5", "truncated_frac_last5", "entropy_last5",
-    "clip_frac_mean", "clip_frac_low_mean", "clip_frac_high_mean", "kl_start_last", "kl_last", "adv_rms_mean",
-    "grad_norm_mean", "frac_zero_std_mean", "mismatch_k3_mean", "completions_sampled_total", "first_batch_hash",
-    "train_minutes", "minutes", "load_start", "load_end", "initial_eval_reused",
-]
 
 
 def _mean(xs) -> float | None:
@@ -461,67 +452,9 @@ def _mean(xs) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def summarize_run(rd: Path) -> dict:
-    """One ``summary.csv`` row from a run's ``metrics.csv`` and ``run.json``.
-
-    ``accuracy_before``: the step-0 row; ``accuracy_after``: the last evaluated row; ``*_last5``: the mean over the
-    last five training steps; ``*_mean``: over every training step; ``*_last``: the last logged value."""
-    info = _read_json(rd / RUN_JSON)
-    hist = load_history(rd / METRICS_NAME)
-    train = [r for r in hist if r["step"] >= 1 and r.get("reward_mean") is not None]
-    evals = [r for r in hist if r.get("accuracy") is not None]
-    before = next((r["accuracy"] for r in evals if r["step"] == 0), None)
-    after = evals[-1]["accuracy"] if evals and evals[-1]["step"] > 0 else None
-    last5 = train[-5:]
-
-    def col(rows, k):
-        return [r.get(k) for r in rows]
-
-    def last(k):
-        vals = [v for v in col(train, k) if v is not None]
-        return vals[-1] if vals else None
-
-    conf = info.get("config", {})
-    row = {
-        "arm": info["arm"], "variant": conf.get("variant"), "seed": info["seed"], "lr": conf.get("lr"),
-        "steps": len(train), "accuracy_before": before, "accuracy_after": after,
-        "gain": None if before is None or after is None else after - before,
-        "eval_completion_len_after": evals[-1].get("eval_completion_len") if after is not None else None,
-        "reward_first": train[0]["reward_mean"] if train else None,
-        "reward_last5": _mean(col(last5, "reward_mean")),
-        "completion_len_last5": _mean(col(last5, "completion_len")),
-        "truncated_frac_last5": _mean(col(last5, "truncated_frac")),
-        "entropy_last5": _mean(col(last5, "entropy")),
-        "clip_frac_mean": _mean(col(train, "clip_frac")),
-        "clip_frac_low_mean": _mean(col(train, "clip_frac_low")),
-        "clip_frac_high_mean": _mean(col(train, "clip_frac_high")),
-        "kl_start_last": last("kl_start"), "kl_last": last("kl"),
-        "adv_rms_mean": _mean(col(train, "adv_rms")), "grad_norm_mean": _mean(col(train, "grad_norm")),
-        "frac_zero_std_mean": _mean(col(train, "frac_zero_std_groups")),
-        "mismatch_k3_mean": _mean(col(train, "mismatch_k3")),
-        "completions_sampled_total": sum(int(r.get("completions_sampled") or 0) for r in train),
-        "first_batch_hash": train[0].get("batch_hash") if train else None,
-        "train_minutes": (sum((r.get("seconds") or 0.0) - (r.get("time_eval") or 0.0) for r in train) / 60.0),
-        "minutes": info.get("minutes"),
-        "load_start": (info.get("load_average_at_start") or [None])[0],
-        "load_end": (info.get("load_average_at_end") or [None])[0],
-        "initial_eval_reused": info.get("initial_eval_reused"),
-    }
-    row.update(info.get("extra") or {})
-    return row
-
-
 def _complete_runs(study: Study, out: Path) -> list[Path]:
-    found = []
-    for arm in study.arms:
-        for seed in study.seeds:
-            rd = run_dir(out, arm.name, seed)
-            try:
-                if _read_json(rd / RUN_JSON).get("complete") and (rd / METRICS_NAME).is_file():
-                    found.append(rd)
-            except (OSError, ValueError):
-                pass
-    return found
+    return [run_dir(out, arm.name, seed) for arm in study.arms for seed in study.seeds
+            if run_is_complete(run_dir(out, arm.name, seed))]
 
 
 def read_summary(path: Path) -> list[dict]:

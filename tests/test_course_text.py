@@ -52,8 +52,6 @@ def test_every_chapter_box_quotes_the_chapter(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_learner_text_names_no_internal_document(path):
     for text in _markdown(path):
-        if text.startswith("## Run it"):  # the variants' "Run it" sections are rebuilt from a study separately
-            continue
         assert not re.search(r"\bthe spec\b|\bspec's\b", text, re.I), f"{path.name}: 'the spec' in {text[:120]!r}"
         assert "PROBE.md" not in text, f"{path.name}: names an internal file: {text[:120]!r}"
 

@@ -120,10 +120,13 @@ def test_widget_becomes_its_snapshot():
     nb_hook = _hook("notebooks")
     png = {"output_type": "display_data", "metadata": {}, "data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}}
     state = {
-        "box": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_eps", "IPY_MODEL_kind", "IPY_MODEL_out"]}},
+        "box": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_eps", "IPY_MODEL_kind", "IPY_MODEL_pick",
+                                                                 "IPY_MODEL_out"]}},
         "eps": {"model_name": "FloatSliderModel", "state": {"description": "epsilon", "value": 0.2}},
         "kind": {"model_name": "DropdownModel", "state": {"description": "kind", "index": 1,
                                                            "_options_labels": ["k1", "k3"]}},
+        "pick": {"model_name": "SelectMultipleModel", "state": {"description": "variants", "index": [0, 2],
+                                                                 "_options_labels": ["grpo", "dapo", "gspo"]}},
         "out": {"model_name": "OutputModel", "state": {"outputs": [png]}},
     }
     nb = {"metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}}},
@@ -133,7 +136,7 @@ def test_widget_becomes_its_snapshot():
                         "text/plain": "interactive(children=(...))"}}]}]}
     assert nb_hook._static_widgets(nb) == 1
     outs = nb["cells"][0]["outputs"]
-    assert "epsilon = 0.2, kind = k3" in outs[0]["data"]["text/html"]
+    assert "epsilon = 0.2, kind = k3, variants = grpo, gspo" in outs[0]["data"]["text/html"]
     assert outs[1]["data"]["image/png"] == "iVBORw0KGgo=" and "widgets" not in nb["metadata"]
     assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outs)
 

@@ -185,6 +185,31 @@ def test_summary_says_what_the_run_csvs_say(done, name):
                 {s: gains[s] - base[s] for s in gains})
 
 
+def test_the_course_reads_the_study_as_the_runner_analysed_it(done):
+    """Notebook 20's reader (grpo_lessons.course.viz.study) on the variant study's quick folder: the same runs, the
+    same gains and paired intervals as the runner's analysis.json."""
+    from grpo_lessons.course.viz import study as viz_study
+
+    _, out, _ = done("variant_study")
+    res = viz_study.load_study(out)
+    an = json.loads((out / "analysis.json").read_text())
+    assert res.complete and res.finished == an["runs"] == an["expected_runs"] and res.baseline == an["baseline"]
+    table = viz_study.study_table(res)
+    assert [r["variant"] for r in table] == [a["name"] for a in _definition(out)["arms"]]
+    for r in table:
+        e = an["arms"][r["variant"]]["gain"]
+        assert r["gain"].mean == pytest.approx(e["mean"], abs=1e-12) and r["n"] == e["n"]
+        assert (r["gain"].low, r["gain"].high) == (pytest.approx(e["low"], abs=1e-12), pytest.approx(e["high"], abs=1e-12))
+        if r["variant"] == an["baseline"]:
+            assert r["paired"] is None
+        else:
+            p = e["paired_vs_baseline"]
+            assert (r["paired"].low, r["paired"].high) == (pytest.approx(p["low"], abs=1e-12),
+                                                           pytest.approx(p["high"], abs=1e-12))
+    bands = viz_study.curve_bands(res, "completion_len")
+    assert set(bands) == set(res.arms) and all(b[4] == len(SEEDS) for band in bands.values() for b in band)
+
+
 @pytest.mark.parametrize("name", list(STUDIES))
 def test_second_invocation_skips_finished_runs_and_redoes_a_partial_one(done, name, capsys):
     entry, out, first = done(name)

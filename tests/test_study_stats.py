@@ -1,4 +1,5 @@
-"""benchmarks/_stats.py: Student-t intervals and paired differences against hand values (no scipy)."""
+"""grpo_lessons.training.stats: Student-t intervals and paired differences against hand values (no scipy); the
+benchmarks' old import path (benchmarks/_stats.py) is the same functions, not a copy."""
 
 import math
 import sys
@@ -11,8 +12,18 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._stats import (mean_interval, paired_differences, paired_interval, seed_band, t_cdf,  # noqa: E402
-                               t_quantile, verdict)
+from grpo_lessons.training.stats import (mean_interval, paired_differences, paired_interval, seed_band,  # noqa: E402
+                                         t_cdf, t_quantile, verdict)
+
+
+def test_the_benchmarks_use_the_package_statistics_not_a_copy():
+    from benchmarks import _stats, _study
+    from grpo_lessons.training import stats
+
+    for name in _stats.__all__:
+        assert getattr(_stats, name) is getattr(stats, name), name
+    assert _study.st is _stats and _study.summarize_run is stats.summarize_run
+
 
 # t_{0.975, df} and t_{0.95, df} from printed tables (e.g. NIST/SEMATECH e-Handbook, table 1.3.6.7.2)
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 9: 2.262, 10: 2.228, 20: 2.086, 30: 2.042,

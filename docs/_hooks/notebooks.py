@@ -110,7 +110,10 @@ def _walk(state: dict, model_id: str, settings: list[str], outputs: list[dict], 
     elif s.get("description") and ("value" in s or "_options_labels" in s):
         if "_options_labels" in s:  # Dropdown, ToggleButtons ...: ipywidgets 8 keeps the index, not the value
             labels, index = s["_options_labels"], s.get("index")
-            value = labels[index] if isinstance(index, int) and 0 <= index < len(labels) else None
+            if isinstance(index, (list, tuple)):  # SelectMultiple: the indices of every chosen option
+                value = ", ".join(labels[i] for i in index if isinstance(i, int) and 0 <= i < len(labels))
+            else:
+                value = labels[index] if isinstance(index, int) and 0 <= index < len(labels) else None
         else:
             value = s["value"]  # a log slider's too: only its min and max are exponents
         if isinstance(value, float):

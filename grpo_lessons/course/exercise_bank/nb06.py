@@ -14,7 +14,7 @@ def _weights(answer):
     if not isinstance(answer, dict) or set(answer) != {"grpo", "dr_grpo"}:
         raise ExerciseError(f"answer_a is a dict with keys 'grpo' and 'dr_grpo', each a list of 2, got {answer!r}")
     hints = {"grpo": "Under grpo each completion's tokens are averaged first, so every completion weighs 1/B.",
-             "dr_grpo": "Under dr_grpo each token weighs 1/(B L): a completion weighs its length/(B L)."}
+             "dr_grpo": "Under dr_grpo each token weighs 1/(B L_max): a completion weighs its length/(B L_max)."}
     for v, mine in answer.items():
         ref = token_weights(_MASK, get_variant(v).aggregation, max_completion_length=32).sum(-1)
         close_to_list(mine, ref, what=f"completion weights under {v}", atol=1e-6, hint=hints[v])
@@ -25,10 +25,10 @@ def _adv(answer):
                   what="Dr. GRPO advantages", hint="Dr. GRPO keeps r - mean(r) and drops the division by the std.")
 
 
-def reference_completion_weights(lengths, variant, L):
+def reference_completion_weights(lengths, variant, L_max):
     """The total gradient weight of each completion, sum_t w_t, under ``variant``'s aggregation."""
-    mask = (torch.arange(L)[None, :] < torch.as_tensor(lengths)[:, None]).double()  # (B, L)
-    return token_weights(mask, get_variant(variant).aggregation, max_completion_length=L).sum(-1)
+    mask = (torch.arange(L_max)[None, :] < torch.as_tensor(lengths)[:, None]).double()  # (B, L_max)
+    return token_weights(mask, get_variant(variant).aggregation, max_completion_length=L_max).sum(-1)
 
 
 def _fn(fn):
@@ -38,7 +38,7 @@ def _fn(fn):
     cases += [(torch.randint(1, 65, (6,), generator=gen), v, 64) for v in ("grpo", "bnpo", "dapo", "dr_grpo")]
     check_function(fn, reference_completion_weights, cases, what="completion_weights", atol=1e-9,
                    hint="Sum one token's weight over the completion's |o_i| tokens: grpo 1/B (each token 1/(B |o_i|)); "
-                        "bnpo and dapo |o_i| / (total tokens of the batch); dr_grpo |o_i| / (B L) with L the constant "
+                        "bnpo and dapo |o_i| / (total tokens of the batch); dr_grpo |o_i| / (B L_max) with L_max the constant "
                         "max_completion_length, not the longest completion.")
 
 
@@ -55,31 +55,31 @@ register(Exercise(
     wrong_code=("answer_b = [0.8165, -1.2247, -1.2247, 0.8165, 0.8165]", "answer_b = [0.6, -0.4, -0.4, 0.6, 0.6]")))
 register(Exercise(
     name="06-weights-function", notebook="06_dr_grpo.ipynb", variable="completion_weights", kind="code",
-    prompt="Write completion_weights(lengths, variant, L): the total weight of each completion (the sum of its "
+    prompt="Write completion_weights(lengths, variant, L_max): the total weight of each completion (the sum of its "
            "tokens' weights) for a (B,) tensor of lengths, variant 'grpo', 'bnpo', 'dapo' or 'dr_grpo', and "
-           "max_completion_length L.",
+           "max_completion_length L_max.",
     check=_fn, reference=reference_completion_weights,
-    solution_code=("import torch\n\ndef completion_weights(lengths, variant, L):\n"
+    solution_code=("import torch\n\ndef completion_weights(lengths, variant, L_max):\n"
                    "    n = lengths.double()  # (B,)\n"
                    "    B = n.numel()\n"
                    "    if variant == 'grpo':\n        return torch.full_like(n, 1 / B)\n"
                    "    if variant in ('bnpo', 'dapo'):\n        return n / n.sum()\n"
-                   "    return n / (B * L)"),
+                   "    return n / (B * L_max)"),
     wrong_code=(
         # grpo without the 1/B: a completion's tokens sum to 1
-        "import torch\n\ndef completion_weights(lengths, variant, L):\n    n = lengths.double()\n"
+        "import torch\n\ndef completion_weights(lengths, variant, L_max):\n    n = lengths.double()\n"
         "    if variant == 'grpo':\n        return torch.ones_like(n)\n"
-        "    if variant in ('bnpo', 'dapo'):\n        return n / n.sum()\n    return n / (n.numel() * L)",
-        # dr_grpo normalised by the longest completion of the batch instead of the constant L
-        "import torch\n\ndef completion_weights(lengths, variant, L):\n    n = lengths.double()\n"
+        "    if variant in ('bnpo', 'dapo'):\n        return n / n.sum()\n    return n / (n.numel() * L_max)",
+        # dr_grpo normalised by the longest completion of the batch instead of the constant L_max
+        "import torch\n\ndef completion_weights(lengths, variant, L_max):\n    n = lengths.double()\n"
         "    if variant == 'grpo':\n        return torch.full_like(n, 1 / n.numel())\n"
         "    if variant in ('bnpo', 'dapo'):\n        return n / n.sum()\n    return n / (n.numel() * n.max())",
         # one token's weight instead of the whole completion's
-        "import torch\n\ndef completion_weights(lengths, variant, L):\n    n = lengths.double()\n"
+        "import torch\n\ndef completion_weights(lengths, variant, L_max):\n    n = lengths.double()\n"
         "    if variant == 'grpo':\n        return 1 / (n.numel() * n)\n"
         "    if variant in ('bnpo', 'dapo'):\n        return torch.full_like(n, 1 / n.sum())\n"
-        "    return torch.full_like(n, 1 / (n.numel() * L))"),
+        "    return torch.full_like(n, 1 / (n.numel() * L_max))"),
     package_code=("import torch\nfrom grpo_lessons import get_variant\nfrom grpo_lessons.core.aggregation import token_weights\n\n"
-                  "def completion_weights(lengths, variant, L):\n"
-                  "    mask = (torch.arange(L)[None, :] < lengths[:, None]).double()\n"
-                  "    return token_weights(mask, get_variant(variant).aggregation, max_completion_length=L).sum(-1)")))
+                  "def completion_weights(lengths, variant, L_max):\n"
+                  "    mask = (torch.arange(L_max)[None, :] < lengths[:, None]).double()\n"
+                  "    return token_weights(mask, get_variant(variant).aggregation, max_completion_length=L_max).sum(-1)")))

@@ -18,9 +18,9 @@ def _cost(answer):
     if not isinstance(answer, (tuple, list)) or len(answer) != 2:
         raise ExerciseError(f"answer_b is a pair (informative share, groups drawn), got {answer!r}")
     c = expected_sampling_cost(0.25, 4, 32)
-    close_to(answer[0], c["q"], what="the informative share q", hint="q = 1 - p^G - (1-p)^G.")
+    close_to(answer[0], c["q"], what="the informative share I", hint="I = 1 - p^G - (1-p)^G.")
     close_to(answer[1], c["expected_groups"], what="the groups drawn to fill 32",
-             hint="Each group is informative with chance q, so on average 32 / q groups are drawn.")
+             hint="Each group is informative with chance I, so on average 32 / I groups are drawn.")
 
 
 def reference_overlong(lengths, L_max, L_cache):
@@ -34,7 +34,7 @@ def _fn(fn):
                          torch.randint(0, 24000, (10,), generator=gen).double()])
     cases = [(lengths, 20480, 4096), (lengths / 10, 2048, 512)]
     check_function(fn, reference_overlong, cases, what="overlong_penalty",
-                   hint="0 up to L_max - L_cache; ((L_max - L_cache) - |y|) / L_cache inside the buffer; -1 beyond L_max.")
+                   hint="0 up to L_max - L_cache; ((L_max - L_cache) - |o_i|) / L_cache inside the buffer; -1 beyond L_max.")
 
 
 register(Exercise(

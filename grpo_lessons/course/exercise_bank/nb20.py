@@ -1,84 +1,144 @@
-"""Exercise of notebook 20 (variant shoot-out): a paired comparison of two variants over seeds."""
+"""Exercise of notebook 20 (the variant study): the paired difference to GRPO and its 95 % t-interval, by hand."""
 
 import math
 
 from ..exercises import Exercise, ExerciseError, call_learner, register
 
+#: t_{0.975, df} as the notebook gives it (three decimals): df = the number of paired seeds minus one.
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447}
 
-def reference_paired(a, b):
-    """Mean and standard error of the paired differences ``b_i - a_i`` (same seed i); None below two seeds."""
-    d = [float(y) - float(x) for x, y in zip(a, b)]
+
+def reference_paired_interval(gains, baseline):
+    """Mean of ``gains[s] - baseline[s]`` over the seeds both have, with its 95 % t-interval; None below two pairs."""
+    from grpo_lessons.training.stats import paired_interval
+
+    if len(set(gains) & set(baseline)) < 2:
+        return None
+    iv = paired_interval(gains, baseline)
+    return iv.mean, iv.low, iv.high
+
+
+# Per-seed gains (accuracy after - before) of an arm and of the baseline; not the study's numbers.
+_CASES = [
+    ({0: 0.12, 1: 0.31, 2: 0.20}, {0: 0.10, 1: 0.22, 2: 0.21}),                      # three seeds
+    ({7: 0.90, 2: 0.40, 0: 0.25, 1: 0.33}, {0: 0.20, 1: 0.30, 2: 0.28}),             # other order; seed 7 unpaired
+    ({0: 0.05, 1: 0.18, 2: 0.11, 3: 0.02, 4: 0.15}, {0: 0.09, 1: 0.10, 2: 0.12, 3: 0.01, 4: 0.08}),  # five seeds
+    ({3: 0.30, 5: 0.26}, {3: 0.21, 5: 0.20}),                                        # two seeds: df = 1
+]
+_NONE_CASES = [({0: 0.3}, {0: 0.2}), ({0: 0.3, 1: 0.4}, {2: 0.1, 3: 0.2})]
+
+
+def _check(fn):
+    for gains, base in _CASES:
+        want = reference_paired_interval(gains, base)
+        got = call_learner(fn, (gains, base))
+        if not isinstance(got, (tuple, list)) or len(got) != 3:
+            raise ExerciseError(f"return three numbers (mean difference, low, high), got {got!r}")
+        try:
+            m, lo, hi = (float(x) for x in got)
+        except (TypeError, ValueError):
+            raise ExerciseError(f"return three numbers, got {got!r}") from None
+        shown = f"for gains = {gains} and baseline = {base}"
+        if not math.isclose(m, want[0], rel_tol=1e-9, abs_tol=1e-12):
+            if math.isclose(m, -want[0], rel_tol=1e-9):
+                raise ExerciseError(f"{shown} your mean difference {m:.4f} has the wrong sign: take the arm minus "
+                                    "the baseline, gains[s] - baseline[s].")
+            raise ExerciseError(f"{shown} the mean difference is {m:.4f}, expected {want[0]:.4f}. Pair the numbers "
+                                "by seed (the dictionaries' keys, not their order) and use only the seeds both have.")
+        half, want_half = (hi - lo) / 2, (want[2] - want[1]) / 2
+        if not (math.isclose(lo, want[1], abs_tol=1e-3) and math.isclose(hi, want[2], abs_tol=1e-3)):
+            ratio = half / want_half if want_half else float("nan")
+            hint = ("The half-width is t_{0.975, n-1} * sd(d) / sqrt(n): the t quantile with n - 1 degrees of freedom "
+                    "from T975 (not 1.96, which is for large n), the Bessel-corrected sd of the paired differences "
+                    "d (divide by n - 1), and n the number of pairs.")
+            raise ExerciseError(f"{shown} your interval is [{lo:.4f}, {hi:.4f}] (half-width {half:.4f}, {ratio:.2f} "
+                                f"times the right one); expected [{want[1]:.4f}, {want[2]:.4f}]. {hint}")
+    for gains, base in _NONE_CASES:
+        got = call_learner(fn, (gains, base), allow_none=True)
+        if got is not None:
+            raise ExerciseError(f"for gains = {gains} and baseline = {base} there are fewer than two seeds in common: "
+                                f"no spread to estimate, so return None, got {got!r}. One pair is an anecdote.")
+
+
+_SOLUTION = """import math
+
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447}  # t_{0.975, df}
+
+
+def paired_t_interval(gains, baseline):
+    seeds = sorted(set(gains) & set(baseline))
+    d = [gains[s] - baseline[s] for s in seeds]  # one difference per shared seed
     n = len(d)
     if n < 2:
         return None
     mean = sum(d) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))  # Bessel: the mean is estimated from the same d
-    return mean, sd / math.sqrt(n)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    half = T975[n - 1] * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+"""
 
 
-_CASES = [
-    ([0.41, 0.38, 0.45], [0.47, 0.40, 0.52]),                 # three seeds, B better on each
-    ([0.52, 0.31, 0.60, 0.44, 0.49], [0.50, 0.36, 0.61, 0.40, 0.55]),  # five seeds, mixed signs
-    ([0.2, 0.7], [0.3, 0.9]),                                 # two seeds: the smallest that has a spread
-]
-
-
-def _check(fn):
-    for a, b in _CASES:
-        want = reference_paired(a, b)
-        got = call_learner(fn, (a, b))
-        if not isinstance(got, (tuple, list)) or len(got) != 2:
-            raise ExerciseError(f"return a pair (mean difference, standard error), got {got!r}")
-        try:
-            m, se = float(got[0]), float(got[1])
-        except (TypeError, ValueError):
-            raise ExerciseError(f"return two numbers, got {got!r}") from None
-        if not math.isclose(m, want[0], rel_tol=1e-9, abs_tol=1e-12):
-            sign = " (the sign: B minus A)" if math.isclose(m, -want[0], rel_tol=1e-9) else ""
-            raise ExerciseError(f"for a = {a}, b = {b} the mean difference is {m:.6g}{sign}, expected {want[0]:.6g}. "
-                                "Take d_i = b_i - a_i seed by seed, then their mean.")
-        if not math.isclose(se, want[1], rel_tol=1e-9, abs_tol=1e-12):
-            raise ExerciseError(f"for a = {a}, b = {b} the standard error is {se:.6g}, expected {want[1]:.6g}. The "
-                                "standard error of the mean of the n PAIRED differences is sd(d) / sqrt(n), with the "
-                                "Bessel-corrected sd (divide by n - 1); the spread of a and b on their own is not it.")
-    for a, b in (([0.4], [0.5]), ([], [])):
-        got = call_learner(fn, (a, b), allow_none=True)
-        if got is not None:
-            raise ExerciseError(f"with {len(a)} seed(s) there is no spread to estimate: return None, got {got!r}. "
-                                "One run is a smoke test, not a result.")
+def _variant(body: str) -> str:
+    """A wrong answer: the solution with its body from ``n = len(d)`` replaced by ``body``."""
+    head = _SOLUTION.split("    n = len(d)\n")[0]
+    return head + body
 
 
 register(Exercise(
-    name="20-paired-difference", notebook="20_variant_shootout.ipynb", variable="paired_difference", kind="code",
-    prompt="Write paired_difference(a, b): for two variants' final rewards on the same seeds (lists a[i], b[i]), "
-           "the mean of the differences b[i] - a[i] and its standard error, as a pair; None for fewer than two seeds.",
-    check=_check, reference=reference_paired,
-    solution_code=("import math\n\ndef paired_difference(a, b):\n"
-                   "    d = [y - x for x, y in zip(a, b)]\n"
-                   "    n = len(d)\n"
-                   "    if n < 2:\n        return None\n"
-                   "    mean = sum(d) / n\n"
-                   "    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))\n"
-                   "    return mean, sd / math.sqrt(n)"),
+    name="20-paired-interval", notebook="20_variant_shootout.ipynb", variable="paired_t_interval", kind="code",
+    prompt="Write paired_t_interval(gains, baseline): for two arms' per-seed gains ({seed: gain}), the mean of the "
+           "seed-by-seed differences gains[s] - baseline[s] over the seeds both have, and its 95 % t-interval, as "
+           "(mean, low, high); None for fewer than two shared seeds.",
+    check=_check, reference=reference_paired_interval,
+    package_code=("from grpo_lessons.training.stats import paired_interval\n\n"
+                  "def paired_t_interval(gains, baseline):\n"
+                  "    if len(set(gains) & set(baseline)) < 2:\n        return None\n"
+                  "    iv = paired_interval(gains, baseline)\n"
+                  "    return iv.mean, iv.low, iv.high"),
+    solution_code=_SOLUTION,
     wrong_code=(
-        # unpaired: the spreads of a and b on their own
-        "import statistics\n\ndef paired_difference(a, b):\n"
-        "    if len(a) < 2:\n        return None\n"
-        "    n = len(a)\n"
-        "    se = (statistics.variance(a) / n + statistics.variance(b) / n) ** 0.5\n"
-        "    return statistics.mean(b) - statistics.mean(a), se",
+        # the normal quantile: too narrow for three seeds
+        _variant("    n = len(d)\n    if n < 2:\n        return None\n    mean = sum(d) / n\n"
+                 "    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))\n"
+                 "    half = 1.96 * sd / math.sqrt(n)\n    return mean, mean - half, mean + half\n"),
+        # n degrees of freedom instead of n - 1
+        _variant("    n = len(d)\n    if n < 2:\n        return None\n    mean = sum(d) / n\n"
+                 "    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))\n"
+                 "    half = T975[n] * sd / math.sqrt(n)\n    return mean, mean - half, mean + half\n"),
         # the population sd
-        "import statistics\n\ndef paired_difference(a, b):\n"
-        "    d = [y - x for x, y in zip(a, b)]\n"
-        "    if len(d) < 2:\n        return None\n"
-        "    return statistics.mean(d), statistics.pstdev(d) / len(d) ** 0.5",
-        # the sd of the differences, not the standard error of their mean
-        "import statistics\n\ndef paired_difference(a, b):\n"
-        "    d = [y - x for x, y in zip(a, b)]\n"
-        "    if len(d) < 2:\n        return None\n"
-        "    return statistics.mean(d), statistics.stdev(d)",
-        # a single seed reported as a result
-        "import statistics\n\ndef paired_difference(a, b):\n"
-        "    d = [y - x for x, y in zip(a, b)]\n"
-        "    return statistics.mean(d) if d else 0.0, statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else 0.0"),
+        _variant("    n = len(d)\n    if n < 2:\n        return None\n    mean = sum(d) / n\n"
+                 "    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / n)\n"
+                 "    half = T975[n - 1] * sd / math.sqrt(n)\n    return mean, mean - half, mean + half\n"),
+        # unpaired: each arm's own spread, as if the seeds were unrelated
+        ("import math, statistics\n\nT975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447}\n\n"
+         "def paired_t_interval(gains, baseline):\n"
+         "    seeds = sorted(set(gains) & set(baseline))\n"
+         "    a, b = [gains[s] for s in seeds], [baseline[s] for s in seeds]\n"
+         "    n = len(seeds)\n    if n < 2:\n        return None\n"
+         "    mean = statistics.mean(a) - statistics.mean(b)\n"
+         "    se = math.sqrt(statistics.variance(a) / n + statistics.variance(b) / n)\n"
+         "    return mean, mean - T975[n - 1] * se, mean + T975[n - 1] * se\n"),
+        # paired by position, not by seed, and over every number
+        ("import math\n\nT975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447}\n\n"
+         "def paired_t_interval(gains, baseline):\n"
+         "    d = [x - y for x, y in zip(gains.values(), baseline.values())]\n"
+         "    n = len(d)\n    if n < 2:\n        return None\n    mean = sum(d) / n\n"
+         "    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))\n"
+         "    half = T975[n - 1] * sd / math.sqrt(n)\n    return mean, mean - half, mean + half\n"),
+        # baseline minus arm
+        ("import math\n\nT975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447}\n\n"
+         "def paired_t_interval(gains, baseline):\n"
+         "    seeds = sorted(set(gains) & set(baseline))\n"
+         "    d = [baseline[s] - gains[s] for s in seeds]\n"
+         "    n = len(d)\n    if n < 2:\n        return None\n    mean = sum(d) / n\n"
+         "    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))\n"
+         "    half = T975[n - 1] * sd / math.sqrt(n)\n    return mean, mean - half, mean + half\n"),
+        # a constant: one interval copied from a table
+        "def paired_t_interval(gains, baseline):\n    return 0.05, -0.074, 0.174\n",
+        # an interval for a single pair
+        _variant("    n = len(d)\n    if n < 1:\n        return None\n    mean = sum(d) / n\n"
+                 "    if n == 1:\n        return mean, mean, mean\n"
+                 "    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))\n"
+                 "    half = T975[n - 1] * sd / math.sqrt(n)\n    return mean, mean - half, mean + half\n"),
+    ),
 ))

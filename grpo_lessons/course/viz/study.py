@@ -1,0 +1,327 @@
+"""Reading a committed study: the table with intervals, learning curves with seed bands, a widget (20, 06-10).
+
+A study (``benchmarks/variant_study.py``) trains every arm -- here, every variant -- with the same seeds and writes
+each run as ``<study>/runs/<arm>/seed<k>/metrics.csv`` (the trainer's own log) with a ``run.json`` that says when
+the run is finished.  :func:`load_study` reads the finished runs of such a folder (an unfinished study is fine: it
+says "k of n runs finished"), :func:`study_table` computes per arm the mean gain in held-out accuracy with its 95 %
+t-interval over seeds and the paired difference to the baseline arm (GRPO), seed by seed, with its interval;
+:func:`plot_curves` and :func:`study_widget` draw a metric over steps as the mean over seeds with the min-max band.
+The numbers come from :mod:`grpo_lessons.training.stats`, the same functions the study runner uses.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpo_lessons.training.records import METRICS_NAME, load_history
+from grpo_lessons.training.stats import (RUN_JSON, RUNS, Interval, mean_interval, paired_differences, paired_interval,
+                                         run_dir, run_is_complete, seed_band, summarize_run, verdict)
+from ._common import _align, _dropdown, _interactive, _plt
+
+__all__ = [
+    "CURVE_TITLES", "DEFAULT_STUDY", "StudyNotFound", "StudyResults", "study_dir", "load_study", "study_table",
+    "format_table", "interval_verdicts", "curve_bands", "plot_curves", "study_widget", "show_variant",
+]
+
+DEFAULT_STUDY = "variant_study"
+#: The per-step metrics a curve can show (the trainer's ``metrics.csv`` columns) and their titles.
+CURVE_TITLES: dict[str, str] = {
+    "accuracy": "held-out accuracy, greedy (%)", "reward_mean": "training reward (sampled)",
+    "completion_len": "completion length (tokens)", "entropy": "token entropy of the sampler (nats)",
+    "clip_frac": "clip fraction (low + high)", "kl_start": "KL to the start weights (k3 per token)",
+    "adv_rms": "advantage RMS", "grad_norm": "gradient norm (before clipping)",
+    "truncated_frac": "share cut at the token limit",
+}
+_PERCENT = {"accuracy"}  # drawn in points, as the table shows it
+
+
+class StudyNotFound(FileNotFoundError):
+    """The study folder is not there, or is not a study folder (no ``runs/``)."""
+
+
+def study_dir(name: str = DEFAULT_STUDY) -> Path:
+    """``benchmarks/results/<name>`` of the repository this package is installed from (editable install)."""
+    import grpo_lessons
+
+    return Path(grpo_lessons.__file__).resolve().parents[1] / "benchmarks" / "results" / name
+
+
+@dataclass
+class StudyResults:
+    """The finished runs of one study folder: their summary rows and per-step histories, keyed by (arm, seed)."""
+
+    path: Path
+    title: str
+    baseline: str
+    arms: list[str]  # in the study's order (study.json), else as found, baseline first
+    seeds: list[int]
+    labels: dict[str, str]
+    rows: dict[tuple[str, int], dict] = field(default_factory=dict)  # summarize_run of each finished run
+    histories: dict[tuple[str, int], list[dict]] = field(default_factory=dict)  # metrics.csv of each finished run
+    unfinished: list[tuple[str, int]] = field(default_factory=list)  # started (a folder), not finished
+
+    @property
+    def expected(self) -> int:
+        return len(self.arms) * len(self.seeds)
+
+    @property
+    def finished(self) -> int:
+        return len(self.rows)
+
+    @property
+    def complete(self) -> bool:
+        return self.finished == self.expected
+
+    def seeds_of(self, arm: str) -> list[int]:
+        """The seeds of ``arm`` whose runs are finished."""
+        return sorted(s for a, s in self.rows if a == arm)
+
+    def status(self) -> str:
+        """``"k of n runs finished"``, and which are missing while the study is incomplete."""
+        text = f"{self.finished} of {self.expected} runs finished"
+        if self.complete:
+            return text + f" ({len(self.arms)} arms x seeds {self.seeds})"
+        missing = [f"{a}/seed{s}" for a in self.arms for s in self.seeds if (a, s) not in self.rows]
+        shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+        return f"{text}; not yet: {shown}"
+
+
+def load_study(path: str | Path | None = None) -> StudyResults:
+    """Read the finished runs of a study folder (default: the committed variant study).
+
+    Arms, seeds and the baseline come from the folder's ``study.json`` when the study has written it, else from the
+    run folders found (the baseline is ``grpo`` when present).  A run is finished when its ``run.json`` says so;
+    unfinished runs are listed, not read.  Raises :class:`StudyNotFound` with what to do when there is no study.
+    """
+    path = study_dir() if path is None else Path(path)
+    if not path.is_dir():
+        raise StudyNotFound(
+            f"no study folder at {path}. The committed study lives in the repository under "
+            f"benchmarks/results/{DEFAULT_STUDY}/ (an installed package does not carry it): open the notebook from "
+            "a clone of the repository, or run `python benchmarks/variant_study.py` to make one.")
+    definition: dict[str, Any] = {}
+    if (path / "study.json").is_file():
+        definition = json.loads((path / "study.json").read_text())
+    if not (path / RUNS).is_dir() and not definition:
+        raise StudyNotFound(f"{path} is not a study folder: it has neither {RUNS}/ nor study.json")
+    found = {}
+    if (path / RUNS).is_dir():
+        for arm_dir in sorted(p for p in (path / RUNS).iterdir() if p.is_dir()):
+            seeds = sorted(int(p.name[4:]) for p in arm_dir.iterdir()
+                           if p.is_dir() and p.name.startswith("seed") and p.name[4:].isdigit())
+            if seeds:
+                found[arm_dir.name] = seeds
+    if definition:
+        arms = [a["name"] for a in definition.get("arms", [])]
+        arms += [a for a in found if a not in arms]
+        seeds = list(definition.get("seeds", []))
+        labels = {a["name"]: a.get("label") or a["name"] for a in definition.get("arms", [])}
+        baseline = definition.get("baseline") or (arms[0] if arms else "")
+        title = definition.get("title") or path.name
+    else:
+        baseline = "grpo" if "grpo" in found else next(iter(found), "")
+        arms = [baseline] * bool(baseline) + [a for a in found if a != baseline]
+        seeds, labels, title = [], {}, path.name
+    seeds = sorted(set(seeds) | {s for ss in found.values() for s in ss})
+    res = StudyResults(path=path, title=title, baseline=baseline, arms=arms, seeds=seeds,
+                       labels={a: labels.get(a, a) for a in arms})
+    for arm, arm_seeds in found.items():
+        for seed in arm_seeds:
+            rd = run_dir(path, arm, seed)
+            if run_is_complete(rd):
+                res.rows[(arm, seed)] = summarize_run(rd)
+                res.histories[(arm, seed)] = load_history(rd / METRICS_NAME)
+            else:
+                res.unfinished.append((arm, seed))
+    return res
+
+
+def _mean(xs: Sequence[float | None]) -> float | None:
+    xs = [float(x) for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def study_table(res: StudyResults, baseline: str | None = None) -> list[dict]:
+    """One row per arm with a finished run, in the study's order.
+
+    ``gain``: the :class:`~grpo_lessons.training.stats.Interval` of (accuracy after - before) over the arm's seeds;
+    ``paired``: the interval of the seed-by-seed differences ``gain(arm) - gain(baseline)`` over the seeds both have
+    (None for the baseline itself); ``gain_per_seed`` / ``paired_per_seed`` the numbers behind them; ``final_length``
+    and ``entropy``: the trainer's means over the last five training steps, averaged over seeds; ``clip_frac``: the
+    mean clip fraction over all steps and seeds; ``minutes``: wall-clock minutes per run.  Fractions, not points.
+    """
+    baseline = baseline or res.baseline
+    base = {s: res.rows[(baseline, s)]["gain"] for s in res.seeds_of(baseline)
+            if res.rows[(baseline, s)].get("gain") is not None}
+    table = []
+    for arm in res.arms:
+        rows = {s: res.rows[(arm, s)] for s in res.seeds_of(arm)}
+        if not rows:
+            continue
+        gains = {s: r["gain"] for s, r in rows.items() if r.get("gain") is not None}
+        paired, per_seed = None, {}
+        if arm != baseline and set(gains) & set(base):
+            per_seed = paired_differences(gains, base)
+            paired = paired_interval(gains, base)
+        table.append({
+            "variant": arm, "label": res.labels.get(arm, arm), "seeds": sorted(rows), "n": len(gains),
+            "gain": mean_interval(list(gains.values())) if gains else None, "gain_per_seed": gains,
+            "paired": paired, "paired_per_seed": per_seed,
+            "accuracy_before": _mean([r.get("accuracy_before") for r in rows.values()]),
+            "accuracy_after": _mean([r.get("accuracy_after") for r in rows.values()]),
+            "final_length": _mean([r.get("completion_len_last5") for r in rows.values()]),
+            "entropy": _mean([r.get("entropy_last5") for r in rows.values()]),
+            "clip_frac": _mean([r.get("clip_frac_mean") for r in rows.values()]),
+            "minutes": _mean([r.get("minutes") for r in rows.values()]),
+        })
+    return table
+
+
+def _iv(iv: Interval | None, scale: float = 100.0) -> str:
+    if iv is None:
+        return "-"
+    if iv.low is None:
+        return f"{iv.mean * scale:+.1f} (n = 1)"
+    return f"{iv.mean * scale:+.1f} [{iv.low * scale:+.1f}, {iv.high * scale:+.1f}]"
+
+
+def _num(x: float | None, spec: str) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-".rjust(int(spec.split(".")[0] or 0))
+    return format(x, spec)
+
+
+def format_table(table: list[dict], baseline: str = "grpo") -> str:
+    """The table as text: gains and paired differences in points with their 95 % t-intervals."""
+    head = (f"{'variant':<15} {'seeds':>5}  {'gain, points [95% CI]':<24} {f'minus {baseline}, same seed':<24} "
+            f"{'verdict':<9} {'length':>6} {'entropy':>7} {'clip':>6} {'min':>5}")
+    lines = [head, "-" * len(head)]
+    for r in table:
+        p = r["paired"]
+        if r["variant"] == baseline:
+            ver = "baseline"
+        elif p is None or p.low is None:
+            ver = "-"
+        else:
+            ver = {"higher": "higher", "lower": "lower"}.get(verdict(p), "covers 0")
+        lines.append(f"{r['variant']:<15} {r['n']:>5}  {_iv(r['gain']):<24} {_iv(p):<24} {ver:<9} "
+                     f"{_num(r['final_length'], '6.1f')} {_num(r['entropy'], '7.3f')} {_num(r['clip_frac'], '6.3f')} "
+                     f"{_num(r['minutes'], '5.1f')}")
+    return "\n".join(lines)
+
+
+def interval_verdicts(table: list[dict]) -> dict[str, list[str]]:
+    """Which variants' intervals exclude 0 and which cover it: ``gain_excludes_0``, ``gain_covers_0``,
+    ``paired_excludes_0``, ``paired_covers_0``; ``no_interval`` for a variant with fewer than two seeds."""
+    out: dict[str, list[str]] = {k: [] for k in ("gain_excludes_0", "gain_covers_0", "paired_excludes_0",
+                                                 "paired_covers_0", "no_interval")}
+    for r in table:
+        g, p = r["gain"], r["paired"]
+        if g is None or g.low is None:
+            out["no_interval"].append(r["variant"])
+            continue
+        out["gain_excludes_0" if g.excludes_zero() else "gain_covers_0"].append(r["variant"])
+        if p is not None and p.low is not None:
+            out["paired_excludes_0" if p.excludes_zero() else "paired_covers_0"].append(r["variant"])
+    return out
+
+
+def curve_bands(res: StudyResults, metric: str, arms: Sequence[str] | None = None) -> dict[str, list[tuple]]:
+    """Per arm, per step: ``(step, mean, min, max, n)`` of ``metric`` over the arm's finished seeds (steps where no
+    seed logged it are left out; ``n`` says how many seeds did).  Accuracy in points."""
+    scale = 100.0 if metric in _PERCENT else 1.0
+    out = {}
+    for arm in (res.arms if arms is None else arms):
+        curves = [[(r["step"], None if r.get(metric) is None else scale * float(r[metric]))
+                   for r in res.histories[(arm, s)]] for s in res.seeds_of(arm)]
+        band = seed_band(curves)
+        if band:
+            out[arm] = band
+    return out
+
+
+def _draw_bands(ax, res: StudyResults, metric: str, arms: Sequence[str]) -> None:
+    bands = curve_bands(res, metric, arms)
+    for i, arm in enumerate(arms):
+        band = bands.get(arm)
+        if not band:
+            continue
+        color = f"C{res.arms.index(arm) % 10}" if arm in res.arms else f"C{i % 10}"
+        x = [b[0] for b in band]
+        n = max(b[4] for b in band)
+        ax.plot(x, [b[1] for b in band], "-", marker="o" if metric == "accuracy" else None, ms=3, lw=1.6,
+                color=color, label=f"{arm} ({n} seed{'s' * (n != 1)})")
+        ax.fill_between(x, [b[2] for b in band], [b[3] for b in band], color=color, alpha=0.18, lw=0)
+    ax.set_title(CURVE_TITLES.get(metric, metric), fontsize=10)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    if not bands:
+        ax.text(0.5, 0.5, "no finished run logs this metric" if arms else "pick at least one variant",
+                ha="center", va="center", transform=ax.transAxes, color="grey")
+
+
+def plot_curves(res: StudyResults, arms: Sequence[str] | None = None,
+                metrics: Sequence[str] = ("accuracy", "completion_len", "entropy", "clip_frac")):
+    """One panel per metric: for each arm the mean over its seeds (line) and the min-max over them (band)."""
+    plt = _plt()
+    arms = list(res.arms if arms is None else arms)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.3), squeeze=False)
+    for ax, m in zip(axes[0], metrics):
+        _draw_bands(ax, res, m, arms)
+    axes[0, 0].legend(fontsize=8)
+    fig.suptitle(f"{res.title} -- line: mean over seeds, band: min-max over seeds ({res.status().split(';')[0]})",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def study_widget(res: StudyResults | None = None, variants: Sequence[str] | None = None,
+                 metric: str = "accuracy"):
+    """Pick variants and a metric; their seed bands (mean line, min-max band) are overlaid on one plot."""
+    import ipywidgets as widgets
+
+    res = load_study() if res is None else res
+    metrics = [m for m in CURVE_TITLES if any(m in h[0] for h in res.histories.values() if h)] or ["accuracy"]
+    chosen = [v for v in (variants or [res.baseline]) if v in res.arms]
+    pick = widgets.SelectMultiple(options=list(res.arms), value=tuple(chosen), rows=min(8, len(res.arms)),
+                                  description="variants", style={"description_width": "initial"})
+    which = _dropdown(metrics, metric if metric in metrics else metrics[0], "metric")
+    _align([pick, which])
+
+    def compute(variants, metric):
+        return {"variants": list(variants), "metric": metric, "bands": curve_bands(res, metric, list(variants))}
+
+    def draw(data):
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(7.5, 3.8))
+        _draw_bands(ax, res, data["metric"], data["variants"])
+        if data["bands"]:
+            ax.legend(fontsize=8, loc="best")
+        fig.suptitle("line: mean over seeds, band: min-max over seeds", fontsize=9)
+        fig.tight_layout()
+        return fig
+
+    return _interactive(draw, compute, variants=pick, metric=which)
+
+
+def show_variant(variant: str, path: str | Path | None = None,
+                 metrics: Sequence[str] = ("accuracy", "completion_len", "entropy", "clip_frac")) -> None:
+    """The last cell of notebooks 06-10: ``variant``'s row of the study table next to the baseline's, and its curves
+    against the baseline's with seed bands.  Prints a message instead when there is no study folder."""
+    try:
+        res = load_study(path)
+    except StudyNotFound as err:
+        print(err)
+        return
+    print(f"{res.title}: {res.status()}")
+    table = [r for r in study_table(res) if r["variant"] in (res.baseline, variant)]
+    if not any(r["variant"] == variant for r in table):
+        print(f"no finished run of {variant} yet")
+    print(format_table(table, res.baseline))
+    plot_curves(res, [a for a in (res.baseline, variant) if a in res.arms], metrics)
+    _plt().show()
