@@ -117,8 +117,10 @@ def test_a_folder_without_study_json_is_read_from_its_runs(tmp_path):
 
 
 def test_a_missing_folder_is_a_clear_message(tmp_path, capsys):
-    with pytest.raises(vs.StudyNotFound, match="no study folder at .*benchmarks/results/variant_study"):
+    with pytest.raises(vs.StudyNotFound, match="no study folder at .*benchmarks/results/<study>.*variant_study.py"):
         vs.load_study(tmp_path / "nope")
+    with pytest.raises(vs.StudyNotFound, match="gopo_vs_grpo.py"):  # the message names the study's own script
+        vs.load_study(tmp_path / "gopo_vs_grpo")
     (tmp_path / "empty").mkdir()
     with pytest.raises(vs.StudyNotFound, match="not a study folder"):
         vs.load_study(tmp_path / "empty")

@@ -29,6 +29,8 @@ __all__ = [
 ]
 
 DEFAULT_STUDY = "variant_study"
+#: The script in benchmarks/ that writes each committed study folder.
+_SCRIPTS = {"variant_study": "variant_study.py", "gdpo_vs_grpo": "gdpo_study.py", "gopo_vs_grpo": "gopo_vs_grpo.py"}
 #: The per-step metrics a curve can show (the trainer's ``metrics.csv`` columns) and their titles.
 CURVE_TITLES: dict[str, str] = {
     "accuracy": "held-out accuracy, greedy (%)", "reward_mean": "training reward (sampled)",
@@ -101,9 +103,10 @@ def load_study(path: str | Path | None = None) -> StudyResults:
     path = study_dir() if path is None else Path(path)
     if not path.is_dir():
         raise StudyNotFound(
-            f"no study folder at {path}. The committed study lives in the repository under "
-            f"benchmarks/results/{DEFAULT_STUDY}/ (an installed package does not carry it): open the notebook from "
-            "a clone of the repository, or run `python benchmarks/variant_study.py` to make one.")
+            f"no study folder at {path}. Committed studies live in the repository under "
+            f"benchmarks/results/<study>/ (an installed package does not carry them): open the notebook from a clone "
+            f"of the repository, or run the study's script in benchmarks/ to make one "
+            f"({_SCRIPTS.get(path.name, 'e.g. variant_study.py')}).")
     definition: dict[str, Any] = {}
     if (path / "study.json").is_file():
         definition = json.loads((path / "study.json").read_text())
