@@ -153,6 +153,13 @@ def test_plots_and_show_variant(study, capsys):
     plt.close("all")
 
 
+def test_panel_titles_name_the_metric():
+    assert vs._title("accuracy") == vs.CURVE_TITLES["accuracy"]
+    assert vs._title("reward_brevity") == "reward 'brevity' (sampled mean)"  # one reward of several, as logged
+    assert vs._title("eval_completion_len") == "held-out greedy length (tokens)"
+    assert vs._title("some_column") == "some_column"
+
+
 def test_widget_redraws_and_its_labels_fit(study):
     import matplotlib.pyplot as plt
 

@@ -38,6 +38,7 @@ CURVE_TITLES: dict[str, str] = {
     "clip_frac": "clip fraction (low + high)", "kl_start": "KL to the start weights (k3 per token)",
     "adv_rms": "advantage RMS", "grad_norm": "gradient norm (before clipping)",
     "truncated_frac": "share cut at the token limit",
+    "eval_completion_len": "held-out greedy length (tokens)",
 }
 _PERCENT = {"accuracy"}  # drawn in points, as the table shows it
 
@@ -248,6 +249,16 @@ def curve_bands(res: StudyResults, metric: str, arms: Sequence[str] | None = Non
     return out
 
 
+def _title(metric: str) -> str:
+    """A panel's title: the known metrics' own, ``reward_<name>`` (one reward of several, as the trainer logs it) as
+    that reward's mean over the sampled completions, else the column name."""
+    if metric in CURVE_TITLES:
+        return CURVE_TITLES[metric]
+    if metric.startswith("reward_"):
+        return f"reward {metric[len('reward_'):]!r} (sampled mean)"
+    return metric
+
+
 def _draw_bands(ax, res: StudyResults, metric: str, arms: Sequence[str]) -> None:
     bands = curve_bands(res, metric, arms)
     for i, arm in enumerate(arms):
@@ -260,7 +271,7 @@ def _draw_bands(ax, res: StudyResults, metric: str, arms: Sequence[str]) -> None
         ax.plot(x, [b[1] for b in band], "-", marker="o" if metric == "accuracy" else None, ms=3, lw=1.6,
                 color=color, label=f"{arm} ({n} seed{'s' * (n != 1)})")
         ax.fill_between(x, [b[2] for b in band], [b[3] for b in band], color=color, alpha=0.18, lw=0)
-    ax.set_title(CURVE_TITLES.get(metric, metric), fontsize=10)
+    ax.set_title(_title(metric), fontsize=10)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
     if not bands:
