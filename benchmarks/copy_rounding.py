@@ -72,24 +72,26 @@ def training_study(args):
     arms = [
         Arm("fp32_sampler", {"sampler_dtype": None}, "the fp32 weights sample", sampling="fp32 weights"),
         Arm("nearest_bf16_sampler", {"sampler_dtype": "bfloat16", "copy_rounding": "nearest"},
-            "bf16 compute copy samples, rounded to nearest", sampling="bf16 nearest"),
+            "the bf16 copy samples, rounded to nearest", sampling="bf16 nearest"),
         Arm("nearest_bf16_sampler_fp32_head", {"sampler_dtype": "bfloat16", "copy_rounding": "nearest",
                                                "sampler_fp32_head": True},
             "bf16 sampler with an fp32 LM head, rounded to nearest", sampling="bf16 nearest, fp32 head"),
         Arm("dither_bf16_sampler", {"sampler_dtype": "bfloat16", "copy_rounding": "dither"},
-            "bf16 compute copy samples, dithered rounding (default)", sampling="bf16 dither"),
+            "the bf16 copy samples, dithered rounding (default)", sampling="bf16 dither"),
     ]
     return Study(
         name=TRAIN_NAME, title="Which bf16 sampler learns?" + (" (quick path)" if args.quick else ""),
-        question="Training with bf16-mixed precision, does it matter how the sampler's bf16 weights are refreshed "
-                 "after each update (round to nearest, nearest with an fp32 LM head, dithered) compared with "
-                 "sampling from the fp32 weights?",
+        question=f"Training with {base['precision']} precision, does it matter how the sampler's bf16 weights are "
+                 "refreshed after each update (round to nearest, nearest with an fp32 LM head, dithered) compared "
+                 "with sampling from the fp32 weights?",
         arms=arms, seeds=args.seeds, base=base, baseline="fp32_sampler",
         rewards=quick_rewards if args.quick else None,
         curves=("accuracy", "reward_mean", "entropy", "mismatch_k3", "completion_len", "kl_start"),
         budget="about 3 min a run, 38 min for 4 arms x 3 seeds on a quiet 2-core CPU (module docstring)",
         notes=["`copy_rounding` sets how every bf16 copy is refreshed, the compute copy included; with the fp32 "
-               "sampler the compute copy is dithered (the default)."],
+               "sampler the compute copy is dithered (the default)." if base["precision"] == "bf16-mixed" else
+               "The trainer computes in fp32 (no compute copy); each bf16 arm samples from a separate bf16 copy, "
+               "refreshed after every update with the arm's `copy_rounding`."],
     )
 
 

@@ -158,7 +158,7 @@ def ten_minute_study(args):
         base["max_minutes"] = args.minutes
     return Study(
         name=STUDY_NAME, title="The 10-minute CPU preset over seeds" + (" (quick path)" if args.quick else ""),
-        question=f"Does GRPO on the fast CPU path raise SmolLM2-135M-Instruct's held-out arithmetic accuracy by 20 "
+        question=f"Does GRPO ({base['precision']}) raise SmolLM2-135M-Instruct's held-out arithmetic accuracy by 20 "
                  f"points or more within {base['max_minutes']:g} minutes of training, for every seed?",
         arms=[Arm("ten_minutes", {}, "the ten-minutes preset")], seeds=args.seeds, base=base,
         rewards=quick_rewards if args.quick else None,
