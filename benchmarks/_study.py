@@ -551,18 +551,12 @@ def _curve_data(study: Study, out: Path, metric: str) -> dict[str, list]:
             p = run_dir(out, arm.name, seed) / METRICS_NAME
             if p.is_file() and (run_dir(out, arm.name, seed) / RUN_JSON).is_file():
                 h = load_history(p)
-                curves.append([(r["step"], r.get(metric)) for r in h if r.get(metric) is not None])
+                scale = 100.0 if metric == "accuracy" else 1.0  # in points, as the tables give it
+                curves.append([(r["step"], scale * float(r[metric])) for r in h if r.get(metric) is not None])
         band = st.seed_band(curves)
         if band:
             data[arm.name] = band
     return data
-
-
-_TITLES = {"accuracy": "held-out accuracy (greedy)", "reward_mean": "training reward (sampled)",
-           "completion_len": "completion length (tokens)", "entropy": "token entropy of the sampler",
-           "clip_frac": "clip fraction (low + high)", "kl_start": "KL to the start weights (k3 per token)",
-           "adv_rms": "advantage RMS", "grad_norm": "gradient norm (before clipping)",
-           "mismatch_k3": "sampler/trainer gap (k3 per token)", "truncated_frac": "share cut at the token limit"}
 
 
 def _colors(n: int):
@@ -574,6 +568,9 @@ def _colors(n: int):
 
 def _plot_curves(study: Study, out: Path) -> None:
     from matplotlib.figure import Figure
+
+    from grpo_lessons.course.viz.study import curve_title
+    from grpo_lessons.training.plots import draw_seed_band
 
     metrics = [m for m in study.curves if _curve_data(study, out, m)]
     if not metrics:
@@ -590,11 +587,9 @@ def _plot_curves(study: Study, out: Path) -> None:
             band = data.get(arm.name)
             if not band:
                 continue
-            x = [b[0] for b in band]
-            ax.plot(x, [b[1] for b in band], styles[(i // 10) % 3], marker="o" if m == "accuracy" else None, ms=3,
-                    lw=1.4, color=c, label=arm.name)
-            ax.fill_between(x, [b[2] for b in band], [b[3] for b in band], color=c, alpha=0.12, lw=0)
-        ax.set_title(_TITLES.get(m, m), fontsize=10)
+            draw_seed_band(ax, band, color=c, label=arm.name, linestyle=styles[(i // 10) % 3],
+                           marker="o" if m == "accuracy" else None, alpha=0.12)
+        ax.set_title(curve_title(m), fontsize=10)
         ax.set_xlabel("step")
     for ax in axes[len(metrics):]:
         ax.set_visible(False)

@@ -154,10 +154,32 @@ def test_plots_and_show_variant(study, capsys):
 
 
 def test_panel_titles_name_the_metric():
-    assert vs._title("accuracy") == vs.CURVE_TITLES["accuracy"]
-    assert vs._title("reward_brevity") == "reward 'brevity' (sampled mean)"  # one reward of several, as logged
-    assert vs._title("eval_completion_len") == "held-out greedy length (tokens)"
-    assert vs._title("some_column") == "some_column"
+    assert vs.curve_title("accuracy") == vs.CURVE_TITLES["accuracy"]
+    assert vs.curve_title("reward_brevity") == "reward 'brevity' (sampled mean)"  # one reward of several, as logged
+    assert vs.curve_title("eval_completion_len") == "held-out greedy length (tokens)"
+    assert vs.curve_title("some_column") == "some_column"
+
+
+def test_a_seed_band_draws_the_mean_only_where_every_seed_reached():
+    """Under a wall-clock budget seeds stop at different steps: the mean line must end at the last step that every seed
+    logged, and a later step shows the seeds' own values (open points), not a mean over fewer seeds."""
+    import matplotlib.pyplot as plt
+
+    from grpo_lessons.training.plots import draw_seed_band
+    from grpo_lessons.training.stats import seed_band
+
+    band = seed_band([[(0, 40.0), (10, 60.0), (20, 70.0)], [(0, 40.0), (10, 50.0), (18, 64.0)],
+                      [(0, 40.0), (10, 70.0), (20, 66.0)]])
+    fig, ax = plt.subplots()
+    draw_seed_band(ax, band, color="C0", label="arm")
+    lines = ax.get_lines()
+    mean = lines[0]
+    assert list(mean.get_xdata()) == [0, 10] and list(mean.get_ydata()) == pytest.approx([40.0, 60.0])
+    points = sorted((float(x), float(y)) for ln in lines[1:] if ln.get_marker() == "o"
+                    for x, y in zip(ln.get_xdata(), ln.get_ydata()))
+    assert points == [(18.0, 64.0), (20.0, 66.0), (20.0, 70.0)]  # each seed's own value at the steps not all reached
+    assert [h.get_label() for h in ax.get_legend_handles_labels()[0]] == ["arm"]  # one legend entry per arm
+    plt.close(fig)
 
 
 def test_widget_redraws_and_its_labels_fit(study):

@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import Sequence
 
-__all__ = ["curves", "smooth", "plot_training", "save_plot", "LivePlot", "PANELS"]
+__all__ = ["curves", "smooth", "plot_training", "save_plot", "LivePlot", "PANELS", "draw_seed_band"]
 
 #: What each panel of :func:`plot_training` shows: (title, [series names]).
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -34,6 +34,30 @@ def _num(v) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
+
+
+def draw_seed_band(ax, band: Sequence[tuple], *, color, label: str | None = None, linestyle: str = "-",
+                   marker: str | None = None, alpha: float = 0.18) -> None:
+    """Draw one arm's seed band (:func:`grpo_lessons.training.stats.seed_band`: ``(step, mean, min, max, n)`` rows)
+    on ``ax``: the mean as a line and the min-max as a shaded band over the steps that every seed reached; where fewer
+    seeds logged a step (under a wall-clock budget each seed stops at a step of its own) that step's min and max are
+    drawn as open points on a thin vertical line instead (with two seeds or fewer there, they are the seeds' own
+    values), so a mean over fewer seeds never reads as a move of the curve."""
+    if not band:
+        return
+    n = max(b[4] for b in band)
+    full = [b for b in band if b[4] == n]
+    part = [b for b in band if b[4] < n]
+    if full:
+        x = [b[0] for b in full]
+        ax.plot(x, [b[1] for b in full], linestyle, marker=marker, ms=3, lw=1.5, color=color, label=label)
+        ax.fill_between(x, [b[2] for b in full], [b[3] for b in full], color=color, alpha=alpha, lw=0)
+        label = None
+    for step, _, lo, hi, _ in part:
+        ax.plot([step, step], [lo, hi], "-", lw=0.8, color=color, alpha=0.6)
+        ax.plot([step, step] if lo != hi else [step], [lo, hi] if lo != hi else [lo], "o", ms=4, mfc="none",
+                color=color, label=label)
+        label = None
 
 
 def smooth(values: Sequence[float], alpha: float = 0.3) -> list[float]:

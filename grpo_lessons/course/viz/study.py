@@ -18,13 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_lessons.training.plots import draw_seed_band
 from grpo_lessons.training.records import METRICS_NAME, load_history
 from grpo_lessons.training.stats import (RUN_JSON, RUNS, Interval, mean_interval, paired_differences, paired_interval,
                                          run_dir, run_is_complete, seed_band, summarize_run, verdict)
+
 from ._common import _align, _dropdown, _interactive, _plt
 
 __all__ = [
-    "CURVE_TITLES", "DEFAULT_STUDY", "StudyNotFound", "StudyResults", "study_dir", "load_study", "study_table",
+    "CURVE_TITLES", "curve_title", "DEFAULT_STUDY", "StudyNotFound", "StudyResults", "study_dir", "load_study",
+    "study_table",
     "format_table", "interval_verdicts", "curve_bands", "plot_curves", "study_widget", "show_variant",
 ]
 
@@ -39,6 +42,8 @@ CURVE_TITLES: dict[str, str] = {
     "adv_rms": "advantage RMS", "grad_norm": "gradient norm (before clipping)",
     "truncated_frac": "share cut at the token limit",
     "eval_completion_len": "held-out greedy length (tokens)",
+    "mismatch_k3": "sampler/trainer gap (k3 per token)",
+    "frac_zero_std_groups": "share of groups with equal rewards", "kl": "KL to the reference (k3 per token)",
 }
 _PERCENT = {"accuracy"}  # drawn in points, as the table shows it
 
@@ -249,7 +254,7 @@ def curve_bands(res: StudyResults, metric: str, arms: Sequence[str] | None = Non
     return out
 
 
-def _title(metric: str) -> str:
+def curve_title(metric: str) -> str:
     """A panel's title: the known metrics' own, ``reward_<name>`` (one reward of several, as the trainer logs it) as
     that reward's mean over the sampled completions, else the column name."""
     if metric in CURVE_TITLES:
@@ -266,12 +271,10 @@ def _draw_bands(ax, res: StudyResults, metric: str, arms: Sequence[str]) -> None
         if not band:
             continue
         color = f"C{res.arms.index(arm) % 10}" if arm in res.arms else f"C{i % 10}"
-        x = [b[0] for b in band]
         n = max(b[4] for b in band)
-        ax.plot(x, [b[1] for b in band], "-", marker="o" if metric == "accuracy" else None, ms=3, lw=1.6,
-                color=color, label=f"{arm} ({n} seed{'s' * (n != 1)})")
-        ax.fill_between(x, [b[2] for b in band], [b[3] for b in band], color=color, alpha=0.18, lw=0)
-    ax.set_title(_title(metric), fontsize=10)
+        draw_seed_band(ax, band, color=color, label=f"{arm} ({n} seed{'s' * (n != 1)})",
+                       marker="o" if metric == "accuracy" else None)
+    ax.set_title(curve_title(metric), fontsize=10)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
     if not bands:
