@@ -153,6 +153,36 @@ def test_plots_and_show_variant(study, capsys):
     plt.close("all")
 
 
+def test_metric_table_gives_any_summary_column_its_intervals(study):
+    """A study's own per-run measures (run.json's ``extra``, e.g. the diversity study's) get the same treatment as the
+    gain: mean with its t-interval over seeds, the paired difference to the baseline, the starting model's row."""
+    distinct = {"grpo": {0: 0.2, 1: 0.3, 2: 0.4}, "dr_grpo": {0: 0.25, 1: 0.3, 2: 0.5}, "gspo": {0: 0.3, 1: 0.42}}
+    for arm, per_seed in distinct.items():
+        for seed, v in per_seed.items():
+            f = study / "runs" / arm / f"seed{seed}" / "run.json"
+            info = json.loads(f.read_text())
+            f.write_text(json.dumps({**info, "extra": {"distinct_2": v}}))
+    (study / "reference.json").write_text(json.dumps({"distinct_2": 0.6, "samples": {"texts": []}}))
+    res = vs.load_study(study)
+    assert res.reference == {"distinct_2": 0.6}  # numbers only: the samples stay out
+    table = {r["variant"]: r for r in vs.metric_table(res, ["distinct_2"])}
+    g = table["grpo"]["distinct_2"]
+    assert (g.n, g.mean, g.sd) == (3, pytest.approx(0.3), pytest.approx(0.1))
+    assert g.low == pytest.approx(0.3 - T2 * 0.1 / math.sqrt(3), abs=1e-6)
+    assert table["grpo"]["distinct_2_paired"] is None and table["grpo"]["is_baseline"]
+    p = table["dr_grpo"]["distinct_2_paired"]  # 0.05, 0.00, 0.10 on seeds 0, 1, 2
+    assert (p.n, p.mean, p.sd) == (3, pytest.approx(0.05), pytest.approx(0.05))
+    q = table["gspo"]["distinct_2_paired"]  # seed 2 has no value: paired over seeds 0 and 1 only (0.1, 0.12)
+    assert (q.n, q.mean) == (2, pytest.approx(0.11))
+    text = vs.format_metric_table(list(table.values()), ["distinct_2"], reference=res.reference)
+    lines = text.splitlines()
+    assert lines[1].split() == ["starting", "model", "0.60"]
+    assert lines[2].split()[:2] == ["grpo", "0.30"] and f"[{g.low:.2f}," in lines[2]
+    paired = vs.format_metric_table(list(table.values()), ["distinct_2"], paired=True, reference=res.reference)
+    assert "starting" not in paired and paired.splitlines()[1].split() == ["grpo", "baseline"]
+    assert paired.splitlines()[2].split()[:2] == ["dr_grpo", "+0.05"]
+
+
 def test_panel_titles_name_the_metric():
     assert vs.curve_title("accuracy") == vs.CURVE_TITLES["accuracy"]
     assert vs.curve_title("reward_brevity") == "reward 'brevity' (sampled mean)"  # one reward of several, as logged

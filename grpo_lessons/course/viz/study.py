@@ -28,12 +28,15 @@ from ._common import _align, _dropdown, _interactive, _plt
 __all__ = [
     "CURVE_TITLES", "curve_title", "DEFAULT_STUDY", "StudyNotFound", "StudyResults", "study_dir", "load_study",
     "study_table",
-    "format_table", "interval_verdicts", "curve_bands", "plot_curves", "study_widget", "show_variant",
+    "format_table", "metric_table", "format_metric_table", "interval_verdicts", "curve_bands", "plot_curves",
+    "study_widget", "show_variant",
 ]
 
 DEFAULT_STUDY = "variant_study"
 #: The script in benchmarks/ that writes each committed study folder.
-_SCRIPTS = {"variant_study": "variant_study.py", "gdpo_vs_grpo": "gdpo_study.py", "gopo_vs_grpo": "gopo_vs_grpo.py"}
+_SCRIPTS = {"variant_study": "variant_study.py", "gdpo_vs_grpo": "gdpo_study.py", "gopo_vs_grpo": "gopo_vs_grpo.py",
+            "diversity_study": "diversity.py --study", "copy_rounding_training": "copy_rounding.py --train",
+            "cpu_learning_10min_seeds": "cpu_learning.py --study", "offpolicy_run": "offpolicy_run.py"}
 #: The per-step metrics a curve can show (the trainer's ``metrics.csv`` columns) and their titles.
 CURVE_TITLES: dict[str, str] = {
     "accuracy": "held-out accuracy, greedy (%)", "reward_mean": "training reward (sampled)",
@@ -72,6 +75,7 @@ class StudyResults:
     rows: dict[tuple[str, int], dict] = field(default_factory=dict)  # summarize_run of each finished run
     histories: dict[tuple[str, int], list[dict]] = field(default_factory=dict)  # metrics.csv of each finished run
     unfinished: list[tuple[str, int]] = field(default_factory=list)  # started (a folder), not finished
+    reference: dict[str, Any] = field(default_factory=dict)  # the starting model's measurements (reference.json)
 
     @property
     def expected(self) -> int:
@@ -139,6 +143,9 @@ def load_study(path: str | Path | None = None) -> StudyResults:
     seeds = sorted(set(seeds) | {s for ss in found.values() for s in ss})
     res = StudyResults(path=path, title=title, baseline=baseline, arms=arms, seeds=seeds,
                        labels={a: labels.get(a, a) for a in arms})
+    if (path / "reference.json").is_file():
+        res.reference = {k: v for k, v in json.loads((path / "reference.json").read_text()).items()
+                         if isinstance(v, (int, float))}
     for arm, arm_seeds in found.items():
         for seed in arm_seeds:
             rd = run_dir(path, arm, seed)
@@ -221,6 +228,62 @@ def format_table(table: list[dict], baseline: str = "grpo") -> str:
         lines.append(f"{r['variant']:<15} {r['n']:>5}  {_iv(r['gain']):<24} {_iv(p):<24} {ver:<9} "
                      f"{_num(r['final_length'], '6.1f')} {_num(r['entropy'], '7.3f')} {_num(r['clip_frac'], '6.3f')} "
                      f"{_num(r['minutes'], '5.1f')}")
+    return "\n".join(lines)
+
+
+def metric_table(res: StudyResults, metrics: Sequence[str], baseline: str | None = None) -> list[dict]:
+    """Any per-run summary columns (e.g. a study's diversity measures), one row per arm with a finished run: for each
+    metric the :class:`~grpo_lessons.training.stats.Interval` of its value over the arm's seeds (``row[metric]``)
+    and of the seed-by-seed difference to the baseline over the seeds both have (``row[metric + "_paired"]``, None
+    for the baseline itself or without a common seed).  Values as the runs logged them (no scaling)."""
+    baseline = baseline or res.baseline
+    table = []
+    for arm in res.arms:
+        seeds = res.seeds_of(arm)
+        if not seeds:
+            continue
+        row: dict[str, Any] = {"variant": arm, "label": res.labels.get(arm, arm), "seeds": seeds,
+                               "is_baseline": arm == baseline}
+        for m in metrics:
+            vals = {s: float(res.rows[(arm, s)][m]) for s in seeds if res.rows[(arm, s)].get(m) is not None}
+            base = {s: float(res.rows[(baseline, s)][m]) for s in res.seeds_of(baseline)
+                    if res.rows[(baseline, s)].get(m) is not None}
+            row[m] = mean_interval(list(vals.values())) if vals else None
+            row[m + "_paired"] = (paired_interval(vals, base) if arm != baseline and set(vals) & set(base)
+                                  else None)
+        table.append(row)
+    return table
+
+
+def format_metric_table(table: list[dict], metrics: Sequence[str], *, paired: bool = False,
+                        reference: dict | None = None, digits: int = 2) -> str:
+    """:func:`metric_table` as text, one column per metric: the mean over seeds with its 95 % t-interval, or with
+    ``paired=True`` the difference to the baseline on the same seed (``baseline`` in its row).  ``reference``: the
+    starting model's values (:attr:`StudyResults.reference`), printed as a first row without an interval."""
+    width = max(8, 3 * (digits + 4) + 4)
+
+    def cell(iv: Interval | None, sign: bool) -> str:
+        if iv is None:
+            return "-"
+        f = f"{{:{'+' if sign else ''}.{digits}f}}"
+        if iv.low is None:
+            return f.format(iv.mean) + " (n = 1)"
+        return f"{f.format(iv.mean)} [{f.format(iv.low)}, {f.format(iv.high)}]"
+
+    name_w = max([len(r["variant"]) for r in table] + [len("starting model")])
+    lines = [f"{'':<{name_w}} " + " ".join(f"{m:>{width}}" for m in metrics)]
+    if reference and not paired:
+        lines.append(f"{'starting model':<{name_w}} " + " ".join(
+            f"{('-' if reference.get(m) is None else format(reference[m], f'.{digits}f')):>{width}}" for m in metrics))
+    for r in table:
+        cells = []
+        for m in metrics:
+            if paired:
+                iv = r.get(m + "_paired")
+                cells.append("baseline" if r.get("is_baseline") else cell(iv, True))
+            else:
+                cells.append(cell(r.get(m), False))
+        lines.append(f"{r['variant']:<{name_w}} " + " ".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
 
 
