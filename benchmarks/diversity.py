@@ -23,13 +23,14 @@ This is a script, not a test: the full run takes tens of minutes.
 
 ``--study``: the trained rows again, as a study of the runner (benchmarks/_study.py) with three seeds each -- the
 arms are the training runs above (GRPO with beta = 0, beta = 0.04, beta = 0.4, the entropy bonus in the reward and
-in the loss, alpha = 0.01), on the trainer's fast path (bf16-mixed, the dithered bf16 sampler), 15 steps of 8
-prompts x G = 8, lr 3e-5.  After each run the trained fp32 weights sample 16 completions at T = 0.7 for each of 32
-held-out prompts (``samples.json`` in the run's folder) and the diversity metrics become columns of the study's
-summary, compared across arms with t-intervals like the accuracy; the starting model's row is sampled once
-(``reference.json``).  All arms share the first batch for a seed.  Budget (a quiet 2-core machine): ~6.5 s a step
-(~7.8 s with a reference model) x 15 ~ 1.8 min, the final evaluation of 100 prompts ~ 0.2 min, 512 sampled
-completions ~ 0.5 min: ~ 2.6 min a run, 5 arms x 3 seeds ~ 40 min.
+in the loss, alpha = 0.01), 15 steps of 8 prompts x G = 8 by default, lr 3e-5, at the precision ``--precision auto``
+picks (the bf16 fast path where the CPU multiplies bf16 in hardware, else fp32).  After each run the trained fp32
+weights sample 16 completions at T = 0.7 for each of 32 held-out prompts (``samples.json`` in the run's folder) and
+the diversity metrics become columns of the study's summary, compared across arms with t-intervals like the
+accuracy; the starting model's row is sampled once (``reference.json``).  All arms share the first batch for a seed.
+Budget (a quiet 2-core machine): ~6.5 s a step on the bf16 fast path, ~2.6 min a run, 5 arms x 3 seeds ~ 40 min.
+The committed study is the one-seed table's budget over three seeds, in fp32 on an AVX2 CPU (``--precision fp32
+--steps 15 --prompts-per-step 4``): 1.4-1.9 min a run, 23 min in all.
 
     HF_HUB_OFFLINE=1 python benchmarks/diversity.py --study           # ~40 min, resumable
     HF_HUB_OFFLINE=1 python benchmarks/diversity.py --study --quick   # tiny-qwen2, seconds
