@@ -595,7 +595,7 @@ def _plot_curves(study: Study, out: Path) -> None:
         ax.set_visible(False)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center right", fontsize=8, frameon=False)
-    fig.suptitle(f"{study.title}: mean over seeds {list(study.seeds)}, band = min-max", fontsize=11)
+    fig.suptitle(f"{study.title} (line: mean over seeds {list(study.seeds)}, band: min-max)", fontsize=11)
     w, h = fig.get_figwidth(), fig.get_figheight()
     fig.subplots_adjust(left=0.7 / w, right=1 - 1.6 / w, bottom=0.6 / h, top=1 - 0.7 / h, wspace=0.25,
                         hspace=0.45)  # fixed margins: tight_layout costs more than the whole quick run

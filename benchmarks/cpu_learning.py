@@ -15,9 +15,9 @@ rounding, GQA attention, glibc memory reuse, fused AdamW, the inverse-CDF draw, 
 16 prompts x G = 8 per step, lr 3e-5, T = 0.7, 12 new tokens, all 200 held-out prompts, evaluation every 10 steps and
 not counted in the 10 minutes.  One run on a CPU with bf16 arithmetic in hardware went 40.5 % -> 72.0 % (+31.5
 points) in 51 steps; ``--study`` (below) measures the recipe over three seeds.  The earlier fp32 run with 8
-prompts per step (66.5 % at step 20, 55.0 % at its end) is in ``previous_fp32_8_prompts/``; the 25-step runs that
-chose the sampler (a round-to-nearest bf16 sampler did not learn, an fp32 or a dithered bf16 one did) are in
-``attempts_25_steps/``.
+prompts per step (66.5 % at step 20, 55.0 % at its end) is in ``previous_fp32_8_prompts/``; the one-seed 25-step
+runs that first pointed at the sampler's rounding are in ``attempts_25_steps/`` (the three-seed comparison of the
+samplers is ``benchmarks/copy_rounding.py --train``).
 
 Evaluation never counts against ``--minutes``: the trainer's budget is training time (sampling, scoring, updates);
 each evaluation's time is logged in ``time_eval`` and summed separately in the results.
