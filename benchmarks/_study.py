@@ -813,7 +813,9 @@ def add_arguments(p: argparse.ArgumentParser, *, out: Path) -> None:
                                                "temporary folder)")
     p.add_argument("--quick", action="store_true", help="tiny-qwen2, a step or two, a handful of prompts: seconds")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--arms", nargs="+", default=None, help="run only these arms (the analysis covers every arm)")
+    p.add_argument("--arms", nargs="+", default=None,
+                   help="run only these arms (the analysis covers every arm); with --analyse-only, analyse only these "
+                        "(default there: the arms the folder's study.json recorded)")
     p.add_argument("--analyse-only", action="store_true", help="rewrite summary, analysis, figures from the runs")
     p.add_argument("--threads", type=int, default=2, help="torch threads (2 on a quiet 2-core machine)")
     p.add_argument("--model", default="smollm2", help="smollm2 (offline), a hub name such as Qwen/Qwen2.5-0.5B-Instruct")
@@ -855,6 +857,22 @@ def apply_common(args, base: dict, quick: dict) -> dict:
     return base
 
 
+def _recorded_arms_only(study: Study, out: Path, arms: Sequence[str] | None) -> Study:
+    """For ``--analyse-only``: the arms named by ``--arms``, else those the folder's ``study.json`` recorded when the
+    study ran, so that an arm added to a script's defaults later does not turn a finished study into an "incomplete"
+    one.  The baseline always stays."""
+    keep = set(arms or [])
+    if not keep and (out / STUDY_JSON).is_file():
+        keep = {a["name"] for a in _read_json(out / STUDY_JSON).get("arms", [])}
+    if not keep:
+        return study
+    unknown = keep - {a.name for a in study.arms}
+    if unknown:
+        raise SystemExit(f"--analyse-only: {sorted(unknown)} are not arms of {study.name} "
+                         f"(its arms: {[a.name for a in study.arms]})")
+    return dataclasses.replace(study, arms=[a for a in study.arms if a.name in keep or a.name == study.baseline])
+
+
 def main_for(build: Callable[[Any], Study], parser: argparse.ArgumentParser, argv=None, *,
              default_out: Path) -> int:
     """Parse, build the study, run it (or only analyse it) and print where RESULT.md is."""
@@ -863,7 +881,7 @@ def main_for(build: Callable[[Any], Study], parser: argparse.ArgumentParser, arg
     study = build(args)
     out = Path(args.out) if args.out else (quick_out(study.name) if args.quick else default_out)
     if args.analyse_only:
-        analyse_study(study, out)
+        analyse_study(_recorded_arms_only(study, out, args.arms), out)
     else:
         run_study(study, out, arms=args.arms)
     print(f"wrote {out / RESULT}", flush=True)

@@ -245,6 +245,28 @@ def test_a_finished_run_with_other_settings_stops_the_study(done):
         gdpo_study.main(["--quick", "--threads", "1", "--out", str(out), "--steps", "3"])
 
 
+def test_analyse_only_keeps_the_arms_the_study_ran_with(done, tmp_path):
+    """An arm added to a script's defaults after a study ran must not turn the committed study into an 'incomplete'
+    one when it is re-analysed: --analyse-only reads the arms from the folder's study.json (or --arms)."""
+    import shutil
+
+    from benchmarks import gdpo_study
+
+    _, src, _ = done("gdpo_vs_grpo")
+    out = tmp_path / "older"
+    shutil.copytree(src, out)
+    shutil.rmtree(out / "runs" / "gdpo")  # as if the study had been run before the gdpo arm existed
+    d = _definition(out)
+    d["arms"] = [a for a in d["arms"] if a["name"] == "grpo"]
+    (out / "study.json").write_text(json.dumps(d))
+    assert gdpo_study.main(["--quick", "--threads", "1", "--out", str(out), "--analyse-only"]) == 0
+    result = (out / "RESULT.md").read_text()
+    assert "Incomplete" not in result and "`gdpo`" not in result
+    assert [a["name"] for a in _definition(out)["arms"]] == ["grpo"]
+    with pytest.raises(SystemExit, match="not arms"):
+        gdpo_study.main(["--quick", "--threads", "1", "--out", str(out), "--analyse-only", "--arms", "nope"])
+
+
 def test_gopo_arms_share_the_batch_and_differ_in_the_update(done):
     """The bug this replaces: an override the loop never called trained GRPO in both arms (equal step-1 gradient
     norms).  Here GOPO is the registry's variant: same first batch, other advantages, other gradient."""
