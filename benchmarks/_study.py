@@ -543,19 +543,22 @@ def _shared_batches(study: Study, rows: list[dict]) -> dict:
     return res
 
 
-def _curve_data(study: Study, out: Path, metric: str) -> dict[str, list]:
-    data = {}
+def _curve_data(study: Study, out: Path, metrics: Sequence[str]) -> dict[str, dict[str, list]]:
+    """Per metric, per arm: the seed band of the runs under ``out`` (each run's ``metrics.csv`` read once)."""
+    from grpo_lessons.course.viz.study import curve_points
+
+    histories = {}
     for arm in study.arms:
-        curves = []
         for seed in study.seeds:
             p = run_dir(out, arm.name, seed) / METRICS_NAME
             if p.is_file() and (run_dir(out, arm.name, seed) / RUN_JSON).is_file():
-                h = load_history(p)
-                scale = 100.0 if metric == "accuracy" else 1.0  # in points, as the tables give it
-                curves.append([(r["step"], scale * float(r[metric])) for r in h if r.get(metric) is not None])
-        band = st.seed_band(curves)
-        if band:
-            data[arm.name] = band
+                histories.setdefault(arm.name, []).append(load_history(p))
+    data: dict[str, dict[str, list]] = {}
+    for metric in metrics:
+        for arm, hs in histories.items():
+            band = st.seed_band([curve_points(h, metric) for h in hs])
+            if band:
+                data.setdefault(metric, {})[arm] = band
     return data
 
 
@@ -572,7 +575,8 @@ def _plot_curves(study: Study, out: Path) -> None:
     from grpo_lessons.course.viz.study import curve_title
     from grpo_lessons.training.plots import draw_seed_band
 
-    metrics = [m for m in study.curves if _curve_data(study, out, m)]
+    data_by_metric = _curve_data(study, out, study.curves)
+    metrics = [m for m in study.curves if m in data_by_metric]
     if not metrics:
         return
     cols = min(3, len(metrics))
@@ -582,7 +586,7 @@ def _plot_curves(study: Study, out: Path) -> None:
     colors = _colors(len(study.arms))
     styles = ["-", "--", ":"]
     for ax, m in zip(axes, metrics):
-        data = _curve_data(study, out, m)
+        data = data_by_metric[m]
         for i, (arm, c) in enumerate(zip(study.arms, colors)):
             band = data.get(arm.name)
             if not band:

@@ -17,8 +17,8 @@ Writes ``result.json`` and ``RESULT.md`` to ``--out`` (default ``benchmarks/resu
 (benchmarks/_study.py) with three seeds: SmolLM2-135M-Instruct, GRPO (beta = 0), arithmetic, 8 prompts x G = 8,
 lr 3e-5, T = 0.7, 12 new tokens, at the precision ``--precision auto`` picks (``bf16-mixed``, a bf16 compute copy with
 fp32 master weights, where the CPU multiplies bf16 in hardware; else fp32, and each bf16 arm samples from a separate
-bf16 copy), 20 steps, held-out greedy accuracy on 100 prompts at steps 0, 10, 20.  Arms: the bf16 compute copy samples, rounded to nearest
-after each update (``nearest_bf16_sampler``); the same with a separate bf16 sampler whose LM head is fp32
+bf16 copy), 20 steps, held-out greedy accuracy on 100 prompts at steps 0, 10, 20.  Arms: the bf16 copy samples,
+rounded to nearest after each update (``nearest_bf16_sampler``); the same with a separate bf16 sampler whose LM head is fp32
 (``nearest_bf16_sampler_fp32_head``); the fp32 weights sample (``fp32_sampler``, the baseline); the bf16 copy with
 dithered rounding, the trainer's default (``dither_bf16_sampler``).  Each arm samples from other weights, so no two
 share a first batch beyond its prompts.  Budget (a quiet 2-core machine): ~6.5 s a step (~8.5 s with the fp32

@@ -27,9 +27,8 @@ from ._common import _align, _dropdown, _interactive, _plt
 
 __all__ = [
     "CURVE_TITLES", "curve_title", "DEFAULT_STUDY", "StudyNotFound", "StudyResults", "study_dir", "load_study",
-    "study_table",
-    "format_table", "metric_table", "format_metric_table", "interval_verdicts", "curve_bands", "plot_curves",
-    "study_widget", "show_variant",
+    "study_table", "format_table", "metric_table", "format_metric_table", "interval_verdicts", "curve_points",
+    "curve_bands", "plot_curves", "study_widget", "show_variant",
 ]
 
 DEFAULT_STUDY = "variant_study"
@@ -237,6 +236,11 @@ def metric_table(res: StudyResults, metrics: Sequence[str], baseline: str | None
     and of the seed-by-seed difference to the baseline over the seeds both have (``row[metric + "_paired"]``, None
     for the baseline itself or without a common seed).  Values as the runs logged them (no scaling)."""
     baseline = baseline or res.baseline
+
+    def values(arm: str, m: str) -> dict[int, float]:
+        return {s: float(res.rows[(arm, s)][m]) for s in res.seeds_of(arm) if res.rows[(arm, s)].get(m) is not None}
+
+    base = {m: values(baseline, m) for m in metrics}
     table = []
     for arm in res.arms:
         seeds = res.seeds_of(arm)
@@ -245,11 +249,9 @@ def metric_table(res: StudyResults, metrics: Sequence[str], baseline: str | None
         row: dict[str, Any] = {"variant": arm, "label": res.labels.get(arm, arm), "seeds": seeds,
                                "is_baseline": arm == baseline}
         for m in metrics:
-            vals = {s: float(res.rows[(arm, s)][m]) for s in seeds if res.rows[(arm, s)].get(m) is not None}
-            base = {s: float(res.rows[(baseline, s)][m]) for s in res.seeds_of(baseline)
-                    if res.rows[(baseline, s)].get(m) is not None}
+            vals = values(arm, m)
             row[m] = mean_interval(list(vals.values())) if vals else None
-            row[m + "_paired"] = (paired_interval(vals, base) if arm != baseline and set(vals) & set(base)
+            row[m + "_paired"] = (paired_interval(vals, base[m]) if arm != baseline and set(vals) & set(base[m])
                                   else None)
         table.append(row)
     return table
@@ -303,15 +305,19 @@ def interval_verdicts(table: list[dict]) -> dict[str, list[str]]:
     return out
 
 
+def curve_points(history: Sequence[dict], metric: str) -> list[tuple[float, float]]:
+    """One run's curve of ``metric`` (its ``metrics.csv`` rows): ``(step, value)`` where the row logged it; accuracy
+    in points, as the tables give it."""
+    scale = 100.0 if metric in _PERCENT else 1.0
+    return [(r["step"], scale * float(r[metric])) for r in history if r.get(metric) is not None]
+
+
 def curve_bands(res: StudyResults, metric: str, arms: Sequence[str] | None = None) -> dict[str, list[tuple]]:
     """Per arm, per step: ``(step, mean, min, max, n)`` of ``metric`` over the arm's finished seeds (steps where no
     seed logged it are left out; ``n`` says how many seeds did).  Accuracy in points."""
-    scale = 100.0 if metric in _PERCENT else 1.0
     out = {}
     for arm in (res.arms if arms is None else arms):
-        curves = [[(r["step"], None if r.get(metric) is None else scale * float(r[metric]))
-                   for r in res.histories[(arm, s)]] for s in res.seeds_of(arm)]
-        band = seed_band(curves)
+        band = seed_band([curve_points(res.histories[(arm, s)], metric) for s in res.seeds_of(arm)])
         if band:
             out[arm] = band
     return out
