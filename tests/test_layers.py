@@ -1,4 +1,4 @@
-"""The package's layers (DESIGN: core < training < integrations < course) as a contract the suite enforces.
+"""The package's layers (core < lab < training < integrations < course) as a contract the suite enforces.
 
 Every import of every module counts, the ones inside functions too: a lazy import upward is still a dependency
 upward.  Checked here: each module imports only from its own layer or the ones below; the graph of the package's
@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "grpo_lessons"
-LAYERS = ("core", "training", "integrations", "course")
+LAYERS = ("core", "lab", "training", "integrations", "course")
 #: What each layer may import from outside the package (besides the standard library).
 THIRD_PARTY = {
     "core": {"torch", "numpy"},
+    "lab": {"torch", "numpy"},
     "training": {"torch", "numpy", "transformers", "tokenizers", "accelerate", "peft", "datasets", "gguf", "tqdm",
                  "safetensors", "matplotlib", "IPython"},
     "integrations": {"torch", "numpy", "transformers", "trl", "datasets", "accelerate", "peft"},
@@ -66,7 +67,7 @@ def _layer(module: str) -> str | None:
 
 def test_every_module_lives_in_a_layer():
     loose = [m for m in MODULES if m != "grpo_lessons" and _layer(m) is None]
-    assert loose == [], f"modules outside the four layers: {loose}"
+    assert loose == [], f"modules outside the layers: {loose}"
 
 
 def _upward(module: str, path: Path, known: set[str]) -> list[str]:
@@ -134,3 +135,13 @@ def test_import_grpo_lessons_loads_no_heavy_library():
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", f"import grpo_lessons loaded {out}"
+
+
+def test_import_grpo_lessons_lab_loads_no_heavy_library():
+    """The lab runs with torch alone: importing it (claims and all) loads none of the training or course libraries."""
+    code = ("import sys; import grpo_lessons.lab, grpo_lessons.lab.claims, grpo_lessons.lab.cli; "
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'transformers', 'trl', 'matplotlib', 'ipywidgets', 'datasets', 'accelerate', 'peft', 'IPython', "
+            "'tokenizers', 'gguf', 'tqdm'}); print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]", f"import grpo_lessons.lab loaded {out}"

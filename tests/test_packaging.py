@@ -30,7 +30,7 @@ from test_layers import LAYERS, MODULES, PKG, THIRD_PARTY, _imports, _layer
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The extra that brings each layer's dependencies (None: the package's own requirements).
-LAYER_EXTRA = {"core": None, "training": "train", "integrations": "trl", "course": "course"}
+LAYER_EXTRA = {"core": None, "lab": None, "training": "train", "integrations": "trl", "course": "course"}
 #: Import name -> distribution name, where they differ.
 DISTRIBUTION = {"IPython": "ipython", "yaml": "pyyaml"}
 #: Imports a layer may make without its extra bringing them: each must sit in a ``try`` that catches ImportError.

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["t_cdf", "t_quantile", "Interval", "mean_interval", "paired_differences", "paired_interval", "verdict",
-           "seed_band"]
+           "seed_band", "t_test_p", "holm", "claim_verdict"]
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -162,3 +162,49 @@ def seed_band(curves: Sequence[Sequence[tuple[float, float]]]) -> list[tuple[flo
                 continue
             by_step.setdefault(step, []).append(float(value))
     return [(s, sum(v) / len(v), min(v), max(v), len(v)) for s, v in sorted(by_step.items())]
+
+
+def t_test_p(iv: Interval) -> float | None:
+    """Two-sided p-value of the one-sample t-test that the mean behind ``iv`` is 0 (``None`` for one number;
+    0 when every number is the same non-zero value, 1 when they are all 0)."""
+    if iv.sd is None:
+        return None
+    if iv.sd == 0.0:
+        return 1.0 if iv.mean == 0.0 else 0.0
+    t = iv.mean / (iv.sd / math.sqrt(iv.n))
+    return 2.0 * (1.0 - t_cdf(abs(t), iv.n - 1))
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of ``pvalues`` (family-wise error over all of them): the i-th smallest ``p`` is
+    multiplied by ``m - i + 1``, made monotone and capped at 1.  ``None`` entries are skipped and stay ``None``."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None]
+    for i in idx:
+        p = pvalues[i]
+        if math.isnan(p) or not 0.0 <= p <= 1.0:
+            raise ValueError(f"p-values must lie in [0, 1], got {p!r} at position {i}")
+    order = sorted(idx, key=lambda i: pvalues[i])
+    m = len(order)
+    out: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * float(pvalues[i])))
+        out[i] = running
+    return out
+
+
+def claim_verdict(iv: Interval, direction: str) -> str:
+    """A claim's verdict from the paired interval of (variant - baseline): ``reproduced`` when it excludes 0 on the
+    side the paper predicts (``direction`` ``"+"`` or ``"-"``), ``reversed`` when it excludes 0 on the other side,
+    else ``not reproduced``.  An interval needs two seeds or more; identical differences (standard deviation 0) are
+    decided by their sign, the interval being a point."""
+    if direction not in ("+", "-"):
+        raise ValueError(f"direction must be '+' or '-', got {direction!r}")
+    if iv.low is None:
+        raise ValueError(f"a verdict needs at least two seeds, got n = {iv.n}")
+    if any(math.isinf(x) for x in (iv.mean, iv.low, iv.high)):
+        raise ValueError(f"an infinite difference has no verdict: {iv}")
+    sign = "+" if iv.low > 0.0 else "-" if iv.high < 0.0 else None
+    if sign is None:
+        return "not reproduced"
+    return "reproduced" if sign == direction else "reversed"

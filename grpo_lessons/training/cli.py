@@ -5,6 +5,7 @@
     grpo-lessons train --variant dapo --lora --lr 2e-4 --out runs/dapo
     grpo-lessons train --precision bf16-mixed --sampler-dtype bfloat16   # the fast CPU settings
     grpo-lessons variants                                # the registry: name, paper, TRL settings
+    grpo-lessons lab --list                              # the claims table on exact policies (torch only)
 
 ``train`` writes ``<out>/metrics.csv`` (one row per step), ``<out>/curves.png`` (reward and held-out
 accuracy), ``<out>/config.json`` and ``<out>/summary.json``, and keeps ``<out>/checkpoint.pt`` for
@@ -120,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     sub.add_parser("variants", help="list the registered GRPO variants")
+    sub.add_parser("lab", help="rerun a claim of the claims table on an exact policy (grpo-lessons lab --help)",
+                   add_help=False)
     sub.add_parser("tasks", help="list the generated tasks")
     return p
 
@@ -195,6 +198,11 @@ def _tasks() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``grpo-lessons`` console script; returns the exit status."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["lab"]:  # the lab needs torch alone: dispatch before the trainer's parser imports transformers
+        from grpo_lessons.lab.cli import main as lab_main
+
+        return lab_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.command == "train":

@@ -1,0 +1,1 @@
+"""The lab: exact small policies whose every update goes through the package's own losses (torch only)."""
