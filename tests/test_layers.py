@@ -142,6 +142,6 @@ def test_import_grpo_lessons_lab_loads_no_heavy_library():
     code = ("import sys; import grpo_lessons.lab, grpo_lessons.lab.claims, grpo_lessons.lab.cli; "
             "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
             "{'transformers', 'trl', 'matplotlib', 'ipywidgets', 'datasets', 'accelerate', 'peft', 'IPython', "
-            "'tokenizers', 'gguf', 'tqdm'}); print(heavy)")
+            "'tokenizers', 'gguf'}); print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", f"import grpo_lessons.lab loaded {out}"

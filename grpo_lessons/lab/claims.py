@@ -254,6 +254,3 @@ def format_row(row: dict) -> str:
     return (f"{row['claim']}: {row['variant']} - {row['baseline']} on {row['metric']} "
             f"(paper: {row['paper_direction']}) = {row['diff']:+.4g} [{row['low']:+.4g}, {row['high']:+.4g}] over "
             f"{row['seeds']} seeds -> {row['verdict']}")
-
-
-from . import claim_list  # noqa: E402,F401  (registers the claims)
