@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 __all__ = ["LabTask", "make_task", "TabularPolicy", "Batch", "sample", "token_logp", "token_entropy",
            "exact_metrics", "METRIC_DOCS"]
