@@ -3,6 +3,7 @@
     python benchmarks/claims.py                       # the whole table into benchmarks/results/claims/ (~15 min)
     python benchmarks/claims.py --claims dr_grpo_wrong_length gdpo_training --out /tmp/claims   # some claims
     python benchmarks/claims.py --quick --out /tmp/claims   # 3 seeds, no sweeps, two claims: the test's path
+    python benchmarks/claims.py --claims typicality_bias_collapses --merge   # rerun some claims into the table
 
 Writes ``claims.csv`` (one row per claim, the columns of ``grpo-lessons lab --help``; ``p_holm`` corrects over the
 whole table), ``sweeps.csv`` (the same comparison at each value of each claim's knob), ``figures/<claim>.png`` (the
@@ -28,8 +29,8 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 from benchmarks._machine import machine  # noqa: E402
-from grpo_lessons.lab.claims import (CLAIMS, COLUMNS, get_claim, run_claim, run_sweep, sweep_summary,  # noqa: E402
-                                     with_holm, write_rows)
+from grpo_lessons.lab.claims import (CLAIMS, COLUMNS, get_claim, read_rows, run_claim, run_sweep,  # noqa: E402
+                                     sweep_summary, with_holm, write_rows)
 
 OUT = ROOT / "benchmarks" / "results" / "claims"
 QUICK_CLAIMS = ("dr_grpo_wrong_length", "gdpo_distinct_advantages")
@@ -136,6 +137,8 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--quick", action="store_true", help="3 seeds, no sweeps, two claims")
+    p.add_argument("--merge", action="store_true", help="replace (or add) the given claims' rows in the existing "
+                   "table in --out, keep the others, and redo Holm's correction over all of them")
     args = p.parse_args(argv)
     names = list(args.claims or (QUICK_CLAIMS if args.quick else CLAIMS))
     for n in names:
@@ -157,8 +160,20 @@ def main(argv=None) -> int:
             print(f"{n}: {results[n]['row']['verdict']} ({results[n]['seconds']:.1f} s)", flush=True)
     minutes = (time.perf_counter() - t0) / 60
     info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    rows = with_holm([results[n]["row"] for n in names])
     out = args.out
+    timings = {n: {"seconds": results[n]["seconds"], "seconds_headline": results[n]["seconds_headline"]}
+               for n in names}
+    if args.merge and (out / "claims.csv").is_file():
+        old_rows = {r["claim"]: r for r in read_rows(out / "claims.csv")}
+        old_sweeps = read_rows(out / "sweeps.csv") if (out / "sweeps.csv").is_file() else []
+        old_run = json.loads((out / "run.json").read_text())
+        for n in CLAIMS:  # the registry's order
+            if n not in names and n in old_rows:
+                results[n] = {"row": old_rows[n], "sweep": [r for r in old_sweeps if r["claim"] == n]}
+                timings[n] = old_run["timings"][n]
+        names = [n for n in CLAIMS if n in results]
+        minutes += old_run["minutes"]
+    rows = with_holm([results[n]["row"] for n in names])
     write_rows(rows, out / "claims.csv")
     sweep_rows = [dict(r, claim=n) for n in names for r in results[n]["sweep"]]
     if sweep_rows:
@@ -166,10 +181,8 @@ def main(argv=None) -> int:
                                                                                   if c != "p_holm"])
     if not args.no_figures:
         torch.set_num_threads(1)
-        for n in names:
+        for n in (args.claims or names):
             _figure(n, results[n]["row"], results[n]["sweep"], out / "figures" / f"{n}.png", seeds, args.first_seed)
-    timings = {n: {"seconds": results[n]["seconds"], "seconds_headline": results[n]["seconds_headline"]}
-               for n in names}
     (out / "RESULT.md").write_text(_markdown(rows, timings, info, seeds, args.first_seed, minutes, args.workers))
     (out / "run.json").write_text(json.dumps({"machine": info, "seeds": seeds, "first_seed": args.first_seed,
                                               "sweep": sweep, "workers": args.workers, "minutes": minutes,

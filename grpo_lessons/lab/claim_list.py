@@ -23,6 +23,7 @@ _GDPO = "Liu et al. 2026, arXiv 2601.05242"
 _GOPO = "Choi et al. 2026, arXiv 2602.03876"
 _RLOO = "Ahmadian et al. 2024, arXiv 2402.14740"
 _GRPO = "Shao et al. 2024, arXiv 2402.03300"
+_VS = "Zhang et al. 2025, arXiv 2510.01171"
 
 #: Several optimiser steps on each sampled batch: the ratio leaves 1 and clipping has something to act on.
 STALE = {"num_iterations": 2, "minibatches": 4}
@@ -230,3 +231,14 @@ _c(name="rloo_group_mean_shrinks", paper=_RLOO, notebook="17_diversity.ipynb",
    variant_label="rloo (leave-one-out)", baseline_label="rloo with the group mean",
    arm=_rl, base=_rl.replace(pieces={"advantage_scale": "none"}), metric="adv_abs", direction="+", reduce="probe",
    sweep=("group_size", (2, 4, 8)))
+
+# -- 18 Verbalized Sampling: typicality bias -----------------------------------------------------------------------
+_ty = LabConfig(variant="grpo", steps=150, lr=0.05, reward="typical", typicality_bias=0.0,
+                task={"n_right": 3, "pass_rates": (0.6, 0.5, 0.7, 0.6, 0.4, 0.6, 0.5, 0.8)})
+_c(name="typicality_bias_collapses", paper=_VS, notebook="18_verbalized_sampling.ipynb",
+   statement="a reward that adds alpha * log pi_ref (typicality bias) collapses the policy onto its most typical "
+             "right answer (mode collapse)",
+   variant_label="reward + 0.5 log pi_ref", baseline_label="reward alone",
+   arm=_ty.replace(typicality_bias=0.5), base=_ty, metric="right_entropy", direction="-",
+   sweep=("typicality_bias", (0.1, 0.5, 1.0)), sweep_variant_only=True,
+   note="with alpha = 0 every right answer earns the same reward: their shares drift only by chance")

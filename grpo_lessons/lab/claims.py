@@ -65,7 +65,8 @@ class Claim:
 
     ``reduce``: ``"final"`` (the metric after the last step), ``"mean"`` (a step metric averaged over the steps) or
     ``"probe"`` (measured by :func:`~grpo_lessons.lab.run.probe` on the starting policy).  ``sweep``: the knob that
-    matters, as ``(field of LabConfig, values)``; a value replaces that field in both arms."""
+    matters, as ``(field of LabConfig, values)``; a value replaces that field in both arms (in the variant's arm only
+    when ``sweep_variant_only``: the knob is the size of the change itself)."""
 
     name: str
     paper: str
@@ -81,6 +82,7 @@ class Claim:
     notebook: str = ""
     note: str = ""
     probe_batches: int = 48
+    sweep_variant_only: bool = False  # the knob is the change itself: set it in the variant's arm only
 
     def __post_init__(self) -> None:
         if self.direction not in ("+", "-"):
@@ -114,7 +116,8 @@ class Claim:
         if self.sweep is None:
             raise ValueError(f"claim {self.name!r} has no sweep")
         knob = self.sweep[0]
-        return dataclasses.replace(self, arm=self.arm.replace(**{knob: value}), base=self.base.replace(**{knob: value}))
+        base = self.base if self.sweep_variant_only else self.base.replace(**{knob: value})
+        return dataclasses.replace(self, arm=self.arm.replace(**{knob: value}), base=base)
 
 
 #: Claims by name, in the order of the course.

@@ -80,6 +80,7 @@ def make_task(
     max_len: int = 16,
     init_length: float = 6.0,
     graded: bool = False,
+    n_right: int = 1,
     filler_spread: float = 0.5,
     task_seed: int = 0,
     name: str = "lab",
@@ -89,25 +90,32 @@ def make_task(
     probability per body position) and filler logits spread by ``filler_spread`` (seeded by ``task_seed``).
 
     ``graded=True`` gives the wrong answers qualities 0.1 .. 0.4 (a reward model's partial credit) instead of 0.
+    ``n_right > 1`` makes answers ``0 .. n_right - 1`` all right, sharing the pass rate unequally (shares proportional
+    to ``n_right, n_right - 1, ..., 1``): one right answer is more *typical* than the others.
     A prompt whose pass rate is below 5 % is *rare*: its right answer is the rare correct token.
     """
     P, K, V, L = len(pass_rates), int(n_answers), int(n_fillers), int(max_len)
     if K < 2 or V < 1 or L < 3:
         raise ValueError(f"need n_answers >= 2, n_fillers >= 1, max_len >= 3; got {K}, {V}, {L}")
+    R = int(n_right)
+    if not 1 <= R < K:
+        raise ValueError(f"n_right must be in [1, n_answers - 1 = {K - 1}], got {n_right}")
     if not all(0.0 < float(p) < 1.0 for p in pass_rates):
         raise ValueError(f"pass rates must be in (0, 1), got {list(pass_rates)}")
     if not 1.0 < float(init_length) < L:
         raise ValueError(f"init_length must be in (1, max_len = {L}), got {init_length}")
     g = torch.Generator().manual_seed(int(task_seed))
     quality = torch.zeros(P, K, dtype=torch.float64)
-    quality[:, 0] = 1.0
+    quality[:, :R] = 1.0
     if graded:
-        quality[:, 1:] = torch.linspace(0.1, 0.4, K - 1, dtype=torch.float64)
+        quality[:, R:] = torch.linspace(0.1, 0.4, K - R, dtype=torch.float64)
     answer = torch.empty(P, K, dtype=torch.float64)
+    shares = [float(R - j) for j in range(R)]
     for i, p in enumerate(pass_rates):
-        rest = (1.0 - float(p)) / (K - 1)
-        answer[i, 0] = math.log(float(p))
-        answer[i, 1:] = math.log(rest)
+        rest = (1.0 - float(p)) / (K - R)
+        for j in range(R):
+            answer[i, j] = math.log(float(p) * shares[j] / sum(shares))
+        answer[i, R:] = math.log(rest)
     # a stop probability q per body position gives E[length] = 1 + sum_t (1 - q)^t over L - 1 positions
     q = _solve_stop_probability(float(init_length), L)
     body = float(filler_spread) * torch.randn(P, K, L - 1, V + 1, generator=g, dtype=torch.float64)
@@ -115,7 +123,7 @@ def make_task(
     # set the EOS logit so that softmax gives exactly q at every position
     fill = torch.logsumexp(body[..., :V], -1)  # (P, K, L - 1)
     body[..., V] = fill + _logit(q)
-    rare = torch.tensor([float(p) < 0.05 for p in pass_rates])
+    rare = torch.tensor([float(p) < 0.05 for p in pass_rates])  # the right answers start rare on these prompts
     return LabTask(name=name, quality=quality, answer_logits=answer, body_logits=body, rare=rare)
 
 
@@ -227,6 +235,7 @@ METRIC_DOCS: dict[str, str] = {
     "entropy": "per-token entropy, nats: expected entropy summed over a completion / expected length (exact)",
     "answer_entropy": "entropy of the answer token, nats, mean over prompts (exact)",
     "rare_mass": "probability of the right answer on the prompts where it started below 5 % (exact)",
+    "right_entropy": "entropy of the answer among the right answers (P(a | a right)), nats, mean over prompts (exact)",
     "kl_start": "KL(pi || pi_start) of whole completions, nats, mean over prompts (exact)",
 }
 
@@ -252,6 +261,8 @@ def exact_metrics(answer_logits: torch.Tensor, body_logits: torch.Tensor, task: 
         kl_b = (pb * (lb - lb0)).sum(-1)  # (P, K, L - 1)
         kl = (pa * (la - la0)).sum(-1) + (pa * (reach * kl_b).sum(-1)).sum(-1)  # (P,)
         rare = task.rare
+        pr = w_right / w_right.sum(-1, keepdim=True).clamp(min=1e-300)  # (P, K) P(a | right)
+        right_ent = -(pr * torch.log(pr.clamp(min=1e-300))).sum(-1)  # (P,)
         out = {
             "p_correct": float(w_right.sum(-1).mean()),
             "quality": float((pa * task.quality).sum(-1).mean()),
@@ -263,5 +274,6 @@ def exact_metrics(answer_logits: torch.Tensor, body_logits: torch.Tensor, task: 
             "answer_entropy": float(ha.mean()),
             "rare_mass": float(w_right[rare].sum(-1).mean()) if bool(rare.any()) else float("nan"),
             "kl_start": float(kl.mean()),
+            "right_entropy": float(right_ent.mean()),
         }
         return out

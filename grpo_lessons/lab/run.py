@@ -79,6 +79,13 @@ def _reward_model(task, batch, cfg, g):
     return score
 
 
+def _typical(task, batch, cfg, g):
+    """Right answer (0/1) plus ``typicality_bias * log pi_start(answer)``: a reward that also prefers what the
+    starting policy found typical (the typicality bias of preference data, Zhang et al. 2025, arXiv 2510.01171)."""
+    lp = torch.log_softmax(task.answer_logits, -1)[batch.prompts, batch.answers]  # (B,)
+    return _correct(task, batch, cfg, g) + cfg.typicality_bias * lp
+
+
 def _correct_and_brief(task, batch, cfg, g):
     """Two rewards, ``(B, 2)``: right answer (0/1) and brevity (1 when the completion has at most ``brief_len``
     tokens), for GDPO."""
@@ -88,7 +95,7 @@ def _correct_and_brief(task, batch, cfg, g):
 
 
 for _name, _fn in (("correct", _correct), ("quality", _quality), ("reward_model", _reward_model),
-                   ("correct_and_brief", _correct_and_brief)):
+                   ("correct_and_brief", _correct_and_brief), ("typical", _typical)):
     register_lab_reward(_name, _fn)
 
 
@@ -121,6 +128,7 @@ class LabConfig:
     reward_distortion: float = 1.0
     reward_noise: float = 0.0
     brief_len: int = 4
+    typicality_bias: float = 0.0  # alpha of the "typical" reward
     truncated_scores_zero: bool = False
     overlong_cache: int | None = None  # DAPO's soft overlong penalty over the last N tokens before max_len
     mask_truncated: bool = False  # DAPO's overlong filtering

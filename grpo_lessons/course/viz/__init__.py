@@ -10,6 +10,7 @@ function and a thin ipywidgets wrapper.  Import the submodule:
 * ``grpo_lessons.course.viz.comparison`` -- a variant against GRPO at an equal rollout budget, no widgets (06-10)
 * ``grpo_lessons.course.viz.rewards`` -- reward hacking, GDPO, GOPO, entropy and diversity (04, 15-18)
 * ``grpo_lessons.course.viz.offpolicy`` -- train/inference mismatch, VESPO, DPPO, CISPO, scaling fits (11-14)
+* ``grpo_lessons.course.viz.lab`` -- a lab claim run live, its figures and widget, the committed claims table (06-18, 20)
 * ``grpo_lessons.course.viz.study`` -- a committed study read back: the table with t-intervals and paired
   differences, learning curves with seed bands, a widget that overlays them (20, and the last cells of 06-10)
 

@@ -164,7 +164,7 @@ def claim_widget(name: str, seeds: int = 6):
     if c.sweep is None:
         raise ValueError(f"claim {name!r} has no knob to sweep")
     knob, values = c.sweep
-    base_value = getattr(c.base, knob)
+    base_value = getattr(c.arm if c.sweep_variant_only else c.base, knob)
     value = base_value if base_value in values else values[0]
 
     def compute(value, seeds):
