@@ -1,29 +1,15 @@
-"""What machine a benchmark ran on: one place for the CPU name and the record every results file carries."""
+"""What machine a benchmark ran on: the package's :mod:`grpo_lessons.training.machine`, under the benchmarks' old
+import path."""
 
 from __future__ import annotations
 
-import os
-import platform
-import time
+import sys
+from pathlib import Path
 
-import torch
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
+from grpo_lessons.training.machine import cpu_name, machine  # noqa: E402,F401
 
-def cpu_name() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or ""
-
-
-def machine() -> dict:
-    """CPU, threads, GPU, versions, date and the load average at the start of a run."""
-    return {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "gpu": torch.cuda.is_available(), "platform": platform.platform(), "python": platform.python_version(),
-            "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+__all__ = ["cpu_name", "machine"]

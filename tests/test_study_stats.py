@@ -22,7 +22,7 @@ def test_the_benchmarks_use_the_package_statistics_not_a_copy():
 
     for name in _stats.__all__:
         assert getattr(_stats, name) is getattr(stats, name), name
-    assert _study.st is _stats and _study.summarize_run is stats.summarize_run
+    assert _study.st is stats and _study.summarize_run is stats.summarize_run
 
 
 # t_{0.975, df} and t_{0.95, df} from printed tables (e.g. NIST/SEMATECH e-Handbook, table 1.3.6.7.2)

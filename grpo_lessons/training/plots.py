@@ -15,7 +15,8 @@ import math
 import os
 from collections.abc import Sequence
 
-__all__ = ["curves", "smooth", "plot_training", "save_plot", "LivePlot", "PANELS", "draw_seed_band"]
+__all__ = ["curves", "smooth", "plot_training", "save_plot", "LivePlot", "PANELS", "draw_seed_band", "CURVE_TITLES",
+           "curve_points", "curve_title"]
 
 #: What each panel of :func:`plot_training` shows: (title, [series names]).
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -198,3 +199,35 @@ class LivePlot:
             self._handle = display(self._fig, display_id=True)
         else:
             self._handle.update(self._fig)
+
+
+# One run's curve of a study, and its panel's title: one rule for the study runner and the course's reader.
+
+CURVE_TITLES: dict[str, str] = {
+    "accuracy": "held-out accuracy, greedy (%)", "reward_mean": "training reward (sampled)",
+    "completion_len": "completion length (tokens)", "entropy": "token entropy of the sampler (nats)",
+    "clip_frac": "clip fraction (low + high)", "kl_start": "KL to the start weights (k3 per token)",
+    "adv_rms": "advantage RMS", "grad_norm": "gradient norm (before clipping)",
+    "truncated_frac": "share cut at the token limit",
+    "eval_completion_len": "held-out greedy length (tokens)",
+    "mismatch_k3": "sampler/trainer gap (k3 per token)",
+    "frac_zero_std_groups": "share of groups with equal rewards", "kl": "KL to the reference (k3 per token)",
+}
+_PERCENT = {"accuracy"}  # drawn in points, as the table shows it
+
+
+def curve_points(history: Sequence[dict], metric: str) -> list[tuple[float, float]]:
+    """One run's curve of ``metric`` (its ``metrics.csv`` rows): ``(step, value)`` where the row logged it; accuracy
+    in points, as the tables give it."""
+    scale = 100.0 if metric in _PERCENT else 1.0
+    return [(r["step"], scale * float(r[metric])) for r in history if r.get(metric) is not None]
+
+
+def curve_title(metric: str) -> str:
+    """A panel's title: the known metrics' own, ``reward_<name>`` (one reward of several, as the trainer logs it) as
+    that reward's mean over the sampled completions, else the column name."""
+    if metric in CURVE_TITLES:
+        return CURVE_TITLES[metric]
+    if metric.startswith("reward_"):
+        return f"reward {metric[len('reward_'):]!r} (sampled mean)"
+    return metric

@@ -254,7 +254,7 @@ def check_initial_eval(ev: dict | None, n: int) -> dict | None:
     with ``accuracy``, ``reward_mean``, ``completion_len`` and ``n`` equal to the ``n`` held-out rows of this run.
 
     Greedy decoding of the same weights on the same prompts gives the same numbers, so a study that trains many arms
-    from one model evaluates it once and passes the result to every run (benchmarks/_study.py).
+    from one model evaluates it once and passes the result to every run (:mod:`grpo_lessons.training.study`).
     """
     if ev is None:
         return None

@@ -1,6 +1,6 @@
 """A comparison over seeds: Student-t intervals, paired differences, seed bands, and one run's summary row.
 
-Every comparison with arms (``benchmarks/_study.py`` runs them; notebook 20 and the last cells of notebooks 06-10
+Every comparison with arms (:mod:`grpo_lessons.training.study` runs them; notebook 20 and the last cells of notebooks 06-10
 read them through :mod:`grpo_lessons.course.viz.study`) writes each run as
 ``<study>/runs/<arm>/seed<k>/metrics.csv`` (the trainer's own log) with a ``run.json`` beside it.  This module is
 the one place where the numbers a study reports are computed, so that the runner, the course and the tests agree.

@@ -20,6 +20,7 @@ from typing import Any
 
 from grpo_lessons.training.plots import draw_seed_band
 from grpo_lessons.training.records import METRICS_NAME, load_history
+from grpo_lessons.training.plots import _PERCENT, CURVE_TITLES, curve_points, curve_title  # noqa: F401
 from grpo_lessons.training.stats import (RUN_JSON, RUNS, Interval, mean_interval, paired_differences, paired_interval,
                                          run_dir, run_is_complete, seed_band, summarize_run, verdict)
 
@@ -37,17 +38,6 @@ _SCRIPTS = {"variant_study": "variant_study.py", "gdpo_vs_grpo": "gdpo_study.py"
             "diversity_study": "diversity.py --study", "copy_rounding_training": "copy_rounding.py --train",
             "cpu_learning_10min_seeds": "cpu_learning.py --study", "offpolicy_run": "offpolicy_run.py"}
 #: The per-step metrics a curve can show (the trainer's ``metrics.csv`` columns) and their titles.
-CURVE_TITLES: dict[str, str] = {
-    "accuracy": "held-out accuracy, greedy (%)", "reward_mean": "training reward (sampled)",
-    "completion_len": "completion length (tokens)", "entropy": "token entropy of the sampler (nats)",
-    "clip_frac": "clip fraction (low + high)", "kl_start": "KL to the start weights (k3 per token)",
-    "adv_rms": "advantage RMS", "grad_norm": "gradient norm (before clipping)",
-    "truncated_frac": "share cut at the token limit",
-    "eval_completion_len": "held-out greedy length (tokens)",
-    "mismatch_k3": "sampler/trainer gap (k3 per token)",
-    "frac_zero_std_groups": "share of groups with equal rewards", "kl": "KL to the reference (k3 per token)",
-}
-_PERCENT = {"accuracy"}  # drawn in points, as the table shows it
 
 
 class StudyNotFound(FileNotFoundError):
@@ -305,13 +295,6 @@ def interval_verdicts(table: list[dict]) -> dict[str, list[str]]:
     return out
 
 
-def curve_points(history: Sequence[dict], metric: str) -> list[tuple[float, float]]:
-    """One run's curve of ``metric`` (its ``metrics.csv`` rows): ``(step, value)`` where the row logged it; accuracy
-    in points, as the tables give it."""
-    scale = 100.0 if metric in _PERCENT else 1.0
-    return [(r["step"], scale * float(r[metric])) for r in history if r.get(metric) is not None]
-
-
 def curve_bands(res: StudyResults, metric: str, arms: Sequence[str] | None = None) -> dict[str, list[tuple]]:
     """Per arm, per step: ``(step, mean, min, max, n)`` of ``metric`` over the arm's finished seeds (steps where no
     seed logged it are left out; ``n`` says how many seeds did).  Accuracy in points."""
@@ -321,16 +304,6 @@ def curve_bands(res: StudyResults, metric: str, arms: Sequence[str] | None = Non
         if band:
             out[arm] = band
     return out
-
-
-def curve_title(metric: str) -> str:
-    """A panel's title: the known metrics' own, ``reward_<name>`` (one reward of several, as the trainer logs it) as
-    that reward's mean over the sampled completions, else the column name."""
-    if metric in CURVE_TITLES:
-        return CURVE_TITLES[metric]
-    if metric.startswith("reward_"):
-        return f"reward {metric[len('reward_'):]!r} (sampled mean)"
-    return metric
 
 
 def _draw_bands(ax, res: StudyResults, metric: str, arms: Sequence[str]) -> None:
