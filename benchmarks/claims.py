@@ -44,13 +44,15 @@ def _one(name: str, seeds: int, first_seed: int, sweep: bool) -> dict:
     rows = run_sweep(c, seeds, first_seed) if sweep else []
     if rows:
         row["regime"] += "; " + sweep_summary(c, rows)
-    row.pop("values", None)
+    values = row.pop("values", None)
     for r in rows:
         r.pop("values", None)
-    return {"row": row, "sweep": rows, "seconds": time.perf_counter() - t0, "seconds_headline": row["seconds"]}
+    return {"row": row, "sweep": rows, "values": values, "seconds": time.perf_counter() - t0,
+            "seconds_headline": row["seconds"]}
 
 
-def _figure(name: str, row: dict, sweep: list[dict], path: Path, seeds: int, first_seed: int) -> None:
+def _figure(name: str, row: dict, values: dict | None, sweep: list[dict], path: Path, seeds: int,
+            first_seed: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,25 +60,10 @@ def _figure(name: str, row: dict, sweep: list[dict], path: Path, seeds: int, fir
 
     from grpo_lessons.course.viz.lab import plot_claim
 
-    live = run_claim(name, seeds, first_seed)  # the per-seed values (cheap to recompute; the row's numbers)
-    fig = plot_claim(live)
-    if sweep:
-        fig.set_size_inches(11.5, 3.2)
-        ax = fig.add_axes([0.73, 0.2, 0.25, 0.62])
-        for i, r in enumerate(sweep):
-            color = {"reproduced": "C2", "reversed": "C3"}.get(r["verdict"], "C7")
-            ax.errorbar([i], [r["diff"]], yerr=[[r["diff"] - r["low"]], [r["high"] - r["diff"]]], fmt="o",
-                        color=color, capsize=4)
-        ax.axhline(0, color="k", lw=0.8)
-        ax.set_xticks(range(len(sweep)), [str(r["value"]) for r in sweep], fontsize=8)
-        ax.set_xlabel(sweep[0]["knob"], fontsize=8)
-        ax.set_title("along the knob", fontsize=9)
-        ax.grid(alpha=0.3)
-        for a in fig.axes[:2]:
-            box = a.get_position()
-            a.set_position([box.x0 * 0.62, box.y0, box.width * 0.62, box.height])
+    live = dict(row, values=values) if values else run_claim(name, seeds, first_seed)  # per-seed values
+    fig = plot_claim(live, sweep=sweep or None)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
 
 
@@ -127,6 +114,29 @@ def _markdown(rows: list[dict], timings: dict, info: dict, seeds: int, first_see
     return "\n".join(lines) + "\n"
 
 
+def _values(name: str, seeds: int, first_seed: int) -> dict:
+    torch.set_num_threads(1)
+    return run_claim(name, seeds, first_seed)["values"]
+
+
+def _figures_only(out: Path, names: list[str], workers: int) -> int:
+    rows = {r["claim"]: r for r in read_rows(out / "claims.csv")}
+    sweeps = read_rows(out / "sweeps.csv") if (out / "sweeps.csv").is_file() else []
+    run = json.loads((out / "run.json").read_text())
+    todo = [n for n in names if n in rows]
+    with ProcessPoolExecutor(max(1, workers)) as ex:
+        vals = dict(zip(todo, ex.map(_values, todo, [run["seeds"]] * len(todo), [run["first_seed"]] * len(todo))))
+    for n in todo:
+        v = vals[n]
+        got = sum(v["variant"][s] - v["baseline"][s] for s in v["variant"]) / len(v["variant"])
+        if abs(got - rows[n]["diff"]) > 1e-5 * max(1e-3, abs(rows[n]["diff"])):  # the same seeds, the same numbers
+            raise RuntimeError(f"{n}: recomputed diff {got} differs from the table's {rows[n]['diff']}")
+        sw = [r for r in sweeps if r["claim"] == n]
+        _figure(n, rows[n], vals[n], sw, out / "figures" / f"{n}.png", run["seeds"], run["first_seed"])
+        print(f"figures/{n}.png", flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--claims", nargs="+", default=None, help="claim names (default: all)")
@@ -137,6 +147,8 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--quick", action="store_true", help="3 seeds, no sweeps, two claims")
+    p.add_argument("--figures-only", action="store_true", help="redraw figures/ from the table in --out (the per-seed "
+                   "values are recomputed: the same seeds give the same numbers)")
     p.add_argument("--merge", action="store_true", help="replace (or add) the given claims' rows in the existing "
                    "table in --out, keep the others, and redo Holm's correction over all of them")
     args = p.parse_args(argv)
@@ -145,6 +157,8 @@ def main(argv=None) -> int:
         get_claim(n)
     seeds = 3 if args.quick else args.seeds
     sweep = not (args.no_sweep or args.quick)
+    if args.figures_only:
+        return _figures_only(args.out, names, args.workers)
     info = machine()
     t0 = time.perf_counter()
     results: dict[str, dict] = {}
@@ -182,7 +196,8 @@ def main(argv=None) -> int:
     if not args.no_figures:
         torch.set_num_threads(1)
         for n in (args.claims or names):
-            _figure(n, results[n]["row"], results[n]["sweep"], out / "figures" / f"{n}.png", seeds, args.first_seed)
+            _figure(n, results[n]["row"], results[n].get("values"), results[n]["sweep"], out / "figures" / f"{n}.png",
+                    seeds, args.first_seed)
     (out / "RESULT.md").write_text(_markdown(rows, timings, info, seeds, args.first_seed, minutes, args.workers))
     (out / "run.json").write_text(json.dumps({"machine": info, "seeds": seeds, "first_seed": args.first_seed,
                                               "sweep": sweep, "workers": args.workers, "minutes": minutes,

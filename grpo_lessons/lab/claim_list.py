@@ -166,7 +166,9 @@ _c(name="dppo_rare_tokens", paper=_DPPO, notebook="13_dppo.ipynb",
    statement="bounding the probability change (TV) instead of the ratio lets rare tokens learn",
    variant_label="dppo_binary_tv", baseline_label="bnpo (token-mean clip)",
    arm=_dp.replace(variant="dppo_binary_tv"), base=_dp, metric="rare_mass", direction="+",
-   reduce="mean", sweep=("lr", (0.01, 0.05, 0.2)))
+   reduce="mean", sweep=("lr", (0.01, 0.05, 0.2)),
+   note="in this regime DPPO's mask never binds (its row equals CISPO's on every seed, and CISPO has no mask): what "
+        "lets the rare answer learn here is that the ratio clip is gone")
 
 # -- 14 CISPO / ScaleRL ------------------------------------------------------------------------------------------
 _ci = LabConfig(variant="bnpo", steps=60, lr=0.05, task=RARE_TASK, **STALE)
@@ -177,7 +179,9 @@ _c(name="cispo_keeps_gradients", paper=_CISPO, notebook="14_cispo_scalerl.ipynb"
 _c(name="cispo_rare_tokens", paper=_CISPO, notebook="14_cispo_scalerl.ipynb",
    statement="keeping the gradient of large-ratio tokens lets rare tokens learn",
    variant_label="cispo", baseline_label="bnpo (token-mean clip)", arm=_ci.replace(variant="cispo"), base=_ci,
-   metric="rare_mass", direction="+", reduce="mean", sweep=("lr", (0.01, 0.05, 0.2)))
+   metric="rare_mass", direction="+", reduce="mean", sweep=("lr", (0.01, 0.05, 0.2)),
+   note="in this regime no ratio reaches CISPO's cap of 5 and DPPO's mask never binds: the two rows are equal on "
+        "every seed")
 _sc = LabConfig(variant="cispo", steps=60, lr=0.05)
 _c(name="scalerl_prompt_mean", paper=_SCALE, notebook="14_cispo_scalerl.ipynb",
    statement="prompt-level loss averaging is among the choices that train better",
@@ -210,6 +214,14 @@ _c(name="gopo_distorted_reward", paper=_GOPO, notebook="16_gopo.ipynb",
    variant_label="bnpo with rank advantages (gopo)", baseline_label="bnpo (group z-scores)",
    arm=_go.replace(variant="gopo"), base=_go, metric="quality", direction="+",
    sweep=("reward_distortion", (1.0, 6.0, 12.0)))
+
+_c(name="gopo_noisy_reward", paper=_GOPO, notebook="16_gopo.ipynb",
+   statement="rank advantages keep training on a noisy, heavy-tailed reward model, where z-scores follow its outliers",
+   variant_label="bnpo with rank advantages (gopo)", baseline_label="bnpo (group z-scores)",
+   arm=_go.replace(variant="gopo", reward_noise=0.5), base=_go.replace(reward_noise=0.5), metric="quality",
+   direction="+", sweep=("reward_noise", (0.25, 0.5, 1.0)),
+   note="lognormal noise of log-sd reward_noise multiplies the distorted score: it breaks the order of the true "
+        "qualities, so neither advantage is immune to it; the question is which one its outliers move less")
 
 # -- 17 diversity, KL and RLOO -----------------------------------------------------------------------------------
 _kl = LabConfig(variant="grpo", steps=150, lr=0.05, beta=0.0)

@@ -16,9 +16,10 @@ same completions until their policies differ (common random numbers), and a run'
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ from grpo_lessons.core.variants import Variant, get_variant, variant_advantages
 
 from .policy import Batch, LabTask, TabularPolicy, exact_metrics, make_task, sample, token_entropy, token_logp
 
-__all__ = ["LabConfig", "LabRun", "train", "probe", "LAB_REWARDS", "register_lab_reward", "resolve_variant",
+__all__ = ["LabConfig", "LabRun", "train", "probe", "one_thread", "LAB_REWARDS", "register_lab_reward", "resolve_variant",
            "STEP_DOCS", "PROBE_DOCS"]
 
 
@@ -178,6 +179,19 @@ def _check(cfg: LabConfig, task: LabTask) -> None:
 # one step's pieces
 # ---------------------------------------------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the block with one torch thread, then restore the caller's setting.  The lab's tensors are tiny: a second
+    thread only adds synchronisation (on a busy 2-core machine, tens of times slower), and one thread everywhere
+    makes a run's numbers the same wherever it runs."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
     """The generator of step ``step`` of seed ``seed`` (``stream`` separates independent uses within a step)."""
     return torch.Generator().manual_seed((int(seed) * 1_000_003 + int(step) * 7_919 + int(stream) * 104_729) % 2**62)
@@ -306,7 +320,12 @@ class LabRun:
 
 
 def train(cfg: LabConfig, seed: int = 0, *, task: LabTask | None = None) -> LabRun:
-    """Train a tabular policy on ``cfg`` with seed ``seed``; see the module docstring."""
+    """Train a tabular policy on ``cfg`` with seed ``seed`` (on one torch thread); see the module docstring."""
+    with one_thread():
+        return _train(cfg, seed, task)
+
+
+def _train(cfg: LabConfig, seed: int, task: LabTask | None) -> LabRun:
     task = task or make_task(**dict(cfg.task))
     _check(cfg, task)
     v = resolve_variant(cfg)
@@ -386,7 +405,12 @@ def _grad(pol: TabularPolicy, batch, adv, old_logp, slp, cfg, v, mask) -> torch.
 
 def probe(cfg: LabConfig, seed: int = 0, *, batches: int = 64, task: LabTask | None = None) -> dict[str, float]:
     """Sample ``batches`` batches from the starting policy (through the sampler when ``sampler_shift > 0``) and
-    measure :data:`PROBE_DOCS` without updating anything."""
+    measure :data:`PROBE_DOCS` without updating anything (on one torch thread)."""
+    with one_thread():
+        return _probe(cfg, seed, batches, task)
+
+
+def _probe(cfg: LabConfig, seed: int, batches: int, task: LabTask | None) -> dict[str, float]:
     task = task or make_task(**dict(cfg.task))
     _check(cfg, task)
     v = resolve_variant(cfg)

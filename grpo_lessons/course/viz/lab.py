@@ -19,7 +19,7 @@ from grpo_lessons.lab.run import train
 
 from ._common import _dropdown, _int_slider, _interactive, _plt
 
-__all__ = ["CLAIMS_CSV", "claims_csv", "committed_row", "claims_table", "format_claims_table", "claim_experiment",
+__all__ = ["CLAIMS_CSV", "claims_csv", "committed_row", "committed_sweep", "claims_table", "format_claims_table", "claim_experiment",
            "plot_claim", "claim_curves", "plot_claim_curves", "claim_widget", "verdict_counts"]
 
 #: Where the committed claims table lives, relative to the repository root.
@@ -76,31 +76,51 @@ def format_claims_table(rows, *, markdown: bool = True, regime: bool = False) ->
         ph = r.get("p_holm")
         cells = [f"`{r['claim']}`", f"{r['variant']} - {r['baseline']}", r["metric"], r["paper_direction"],
                  str(r["seeds"]), f"{_num(r['diff'])} [{_num(r['low'])}, {_num(r['high'])}]", r["verdict"],
-                 "" if ph is None else f"{ph:.2g}"]
+                 "" if ph is None else f"{ph:.2g}" if ph >= 1e-15 else "< 1e-15"]
         if regime:
             cells.append(r["regime"])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
+def _with_knob(c, knob: dict):
+    if not knob:
+        return c
+    if len(knob) != 1 or c.sweep is None or next(iter(knob)) != c.sweep[0]:
+        raise ValueError(f"claim {c.name!r} sweeps {c.sweep[0] if c.sweep else 'nothing'}; got {sorted(knob)}")
+    return c.with_knob(next(iter(knob.values())))
+
+
+def committed_sweep(name: str, path: Path | str | None = None) -> list[dict[str, Any]]:
+    """The committed rows of claim ``name`` along its knob (``knob``, ``value`` and the interval at each value)."""
+    get_claim(name)
+    csv_path = (claims_csv() if path is None else Path(path)).with_name("sweeps.csv")
+    return [r for r in read_rows(csv_path) if r["claim"] == name]
+
+
 def claim_experiment(name: str, seeds: int = 8, first_seed: int = 0, **knob) -> dict[str, Any]:
     """Run claim ``name`` live on ``seeds`` paired seeds (``knob``: one swept field set to a value in both arms,
     e.g. ``lr=0.2``); returns the row of :func:`grpo_lessons.lab.claims.run_claim`."""
-    c = get_claim(name)
-    if knob:
-        if len(knob) != 1 or c.sweep is None or next(iter(knob)) != c.sweep[0]:
-            raise ValueError(f"claim {name!r} sweeps {c.sweep[0] if c.sweep else 'nothing'}; got {sorted(knob)}")
-        c = c.with_knob(next(iter(knob.values())))
+    c = _with_knob(get_claim(name), knob)
     row = run_claim(c, seeds, first_seed)
     row["claim_obj"] = c
     return row
 
 
-def plot_claim(row: dict[str, Any], committed: dict[str, Any] | None = None):
-    """Left: each seed's metric in the two arms, joined (a paired design); right: the paired difference's interval,
-    beside the committed row's when given."""
+def _interval(ax, x: float, r: dict[str, Any]) -> None:
+    color = {"reproduced": "C2", "reversed": "C3"}.get(r["verdict"], "C7")
+    ax.errorbar([x], [r["diff"]], yerr=[[r["diff"] - r["low"]], [r["high"] - r["diff"]]], fmt="o", color=color,
+                capsize=4)
+
+
+def plot_claim(row: dict[str, Any], committed: dict[str, Any] | None = None, sweep: list[dict] | None = None):
+    """Left: each seed's metric in the two arms, joined (a paired design).  Middle: the paired difference's 95 %
+    interval (green reproduced, red reversed, grey not reproduced), beside the committed row's when given.  Right,
+    when ``sweep`` rows are given: the interval at each value of the claim's knob."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(8.2, 3.2), gridspec_kw={"width_ratios": [1.4, 1]})
+    ratios = [1.4, 0.8] + ([1.1] if sweep else [])
+    fig, axes = plt.subplots(1, len(ratios), figsize=(3.0 * sum(ratios) + 0.6, 3.3),
+                             gridspec_kw={"width_ratios": ratios})
     va, vb = row["values"]["variant"], row["values"]["baseline"]
     ax = axes[0]
     for s in va:
@@ -112,19 +132,25 @@ def plot_claim(row: dict[str, Any], committed: dict[str, Any] | None = None):
     ax.grid(alpha=0.3)
     ax = axes[1]
     items = [("this run", row)] + ([("committed", committed)] if committed else [])
-    for i, (lab, r) in enumerate(items):
-        color = {"reproduced": "C2", "reversed": "C3"}.get(r["verdict"], "C7")
-        ax.errorbar([i], [r["diff"]], yerr=[[r["diff"] - r["low"]], [r["high"] - r["diff"]]], fmt="o", color=color,
-                    capsize=4)
-        ax.annotate(f"{r['verdict']}\n({r['seeds']} seeds)", (i, r["high"]), textcoords="offset points",
-                    xytext=(0, 4), ha="center", fontsize=7)
+    for i, (_, r) in enumerate(items):
+        _interval(ax, i, r)
     ax.axhline(0, color="k", lw=0.8)
-    ax.set_xticks(range(len(items)), [lab for lab, _ in items], fontsize=8)
+    ax.set_xticks(range(len(items)), [f"{lab}\n{r['verdict']}" for lab, r in items], fontsize=8)
     ax.set_xlim(-0.6, len(items) - 0.4)
-    ax.set_ylabel(f"{row['metric']}: variant - baseline")
-    ax.set_title(f"paper predicts {row['paper_direction']}", fontsize=9)
+    ax.set_ylabel("variant - baseline")
+    ax.set_title(f"95 % interval; paper: {row['paper_direction']}", fontsize=9)
     ax.grid(alpha=0.3)
-    fig.suptitle(row["claim"], fontsize=10)
+    if sweep:
+        ax = axes[2]
+        for i, r in enumerate(sweep):
+            _interval(ax, i, r)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xticks(range(len(sweep)), [str(r["value"]) for r in sweep], fontsize=8)
+        ax.set_xlim(-0.5, len(sweep) - 0.5)
+        ax.set_xlabel(sweep[0]["knob"], fontsize=9)
+        ax.set_title("along the knob", fontsize=9)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"{row['claim']}: {row['metric']}, {row['variant']} - {row['baseline']}", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -132,9 +158,7 @@ def plot_claim(row: dict[str, Any], committed: dict[str, Any] | None = None):
 def claim_curves(name: str, seed: int = 0, metric: str | None = None, **knob) -> dict[str, Any]:
     """Both arms of claim ``name`` trained on ``seed``: the metric (default the claim's; any exact metric for a
     probe claim's arms) after every step.  Returns ``steps``, ``variant`` and ``baseline`` lists and the labels."""
-    c = get_claim(name)
-    if knob:
-        c = c.with_knob(next(iter(knob.values())))
+    c = _with_knob(get_claim(name), knob)
     m = metric or (c.metric if c.reduce != "probe" else "p_correct")
     if m not in all_metric_docs():
         raise ValueError(f"unknown metric {m!r}")
