@@ -6,6 +6,7 @@
     grpo-lessons train --precision bf16-mixed --sampler-dtype bfloat16   # the fast CPU settings
     grpo-lessons variants                                # the registry: name, paper, TRL settings
     grpo-lessons lab --list                              # the claims table on exact policies (torch only)
+    grpo-lessons compare --variants grpo,dr_grpo --seeds 0,1,2 --steps 8 --out runs/cmp   # a paired, seeded study
 
 ``train`` writes ``<out>/metrics.csv`` (one row per step), ``<out>/curves.png`` (reward and held-out
 accuracy), ``<out>/config.json`` and ``<out>/summary.json``, and keeps ``<out>/checkpoint.pt`` for
@@ -124,7 +125,108 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("lab", help="rerun a claim of the claims table on an exact policy (grpo-lessons lab --help)",
                    add_help=False)
     sub.add_parser("tasks", help="list the generated tasks")
+    _compare_parser(sub)
     return p
+
+
+def _csv_list(text: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in _csv_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must be integers, got {text!r}") from None
+
+
+def _compare_parser(sub) -> None:
+    c = sub.add_parser(
+        "compare", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="a paired, seeded comparison of variants on a task and model of your choice",
+        description="""Train every variant with every seed on the same task, model and budget, then analyse the runs
+as a paired comparison: each variant's gain in held-out accuracy (after minus before) with its 95 % t-interval over
+seeds, and its paired difference to the baseline (the first variant), seed by seed, with its interval; verdicts are
+Holm-corrected over the comparisons to the baseline.  The arms share their seeds, so two arms of one seed sample the
+same first batch wherever the variant does not change sampling (the runs' batch_hash column shows it).
+
+Single change: every arm gets the same --beta (default 0, whatever the variants' paper defaults are), so a difference
+comes from the variants' pieces, not from a KL term only one arm has.  Pass --beta -1 to keep each variant's own.
+
+Writes <out>/runs/<variant>/seed<k>/metrics.csv (the trainer's log), run.json, summary.csv, analysis.json,
+curves.png, gains.png and RESULT.md.  Resumable: rerun the same command to finish an interrupted study;
+--analyse-only redoes the analysis from the runs.""",
+        epilog="""examples:
+  grpo-lessons compare --variants grpo,dr_grpo --seeds 0,1,2,3,4 --max-new-tokens 48 --out runs/len
+  grpo-lessons compare --variants grpo,gspo --model Qwen/Qwen2.5-0.5B-Instruct --device cuda --out runs/gspo
+  grpo-lessons compare --variants grpo,dapo --model tiny-qwen2 --steps 2 --seeds 0,1 --out /tmp/smoke  (seconds)""")
+    c.add_argument("--variants", type=_csv_list, required=True, metavar="V1,V2,...",
+                   help="registered variants, comma-separated; the first is the baseline")
+    c.add_argument("--seeds", type=_seed_list, default=[0, 1, 2], metavar="S1,S2,...",
+                   help="the seeds every variant runs with (default 0,1,2; at least 2)")
+    c.add_argument("--task", default="arithmetic", help="a generated task (grpo-lessons tasks lists them)")
+    c.add_argument("--model", default="smollm2", help="smollm2 (offline), tiny-qwen2, a hub name or a local path")
+    c.add_argument("--device", default="cpu")
+    c.add_argument("--steps", type=int, default=8)
+    c.add_argument("--prompts-per-step", type=int, default=8)
+    c.add_argument("--group-size", "-G", type=int, default=8)
+    c.add_argument("--lr", type=float, default=3e-5)
+    c.add_argument("--beta", type=float, default=0.0,
+                   help="KL coefficient of every arm (default 0: one change per comparison); -1: each variant's own")
+    c.add_argument("--mu", type=int, default=1, help="optimiser steps per sampled batch")
+    c.add_argument("--max-new-tokens", type=int, default=None, help="completion token limit (default: the task's)")
+    c.add_argument("--eval-size", type=int, default=100, help="held-out prompts per evaluation")
+    c.add_argument("--eval-every", type=int, default=4)
+    c.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16-mixed"])
+    c.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    c.add_argument("--out", required=True, help="the study folder")
+    c.add_argument("--analyse-only", action="store_true", help="only redo the analysis of the runs in --out")
+
+
+def _compare(args) -> int:
+    import torch
+
+    from grpo_lessons.core.variants import get_variant
+
+    from .study import Arm, Study, analyse_study, run_study
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    variants = list(dict.fromkeys(args.variants))
+    if len(variants) < 2:
+        raise ValueError(f"a comparison needs at least two different variants, got {args.variants}")
+    for v in variants:
+        get_variant(v)  # a clear error naming the known variants
+    base = {"task": args.task, "model": args.model, "device": args.device, "steps": args.steps,
+            "prompts_per_step": args.prompts_per_step, "group_size": args.group_size, "lr": args.lr, "mu": args.mu,
+            "eval_size": args.eval_size, "eval_every": args.eval_every, "precision": args.precision,
+            "kl_start_every": 1}
+    if args.max_new_tokens is not None:
+        base["max_new_tokens"] = args.max_new_tokens
+    if args.beta is not None and args.beta >= 0:
+        base["beta"] = args.beta
+    arms = []
+    for v in variants:
+        cfg = {"variant": v}
+        fixed = get_variant(v).fixed_group_size
+        if fixed is not None:  # 2-GRPO is defined by its G: the same completions per step, more prompts
+            cfg.update(group_size=fixed, prompts_per_step=args.prompts_per_step * args.group_size // fixed)
+        arms.append(Arm(v.replace("/", "_"), cfg, label=get_variant(v).title,
+                        sampling="shared" if fixed is None and not get_variant(v).train_defaults.get("dynamic_sampling")
+                        else v))
+    study = Study(name="compare", title=f"{' vs '.join(variants)} on {args.task}, {args.model}",
+                  question=f"Does each variant change held-out accuracy against {variants[0]}, seed by seed?",
+                  arms=arms, seeds=list(args.seeds), base=base, min_seeds=2,
+                  budget=f"{args.steps} steps of {args.prompts_per_step} prompts x G = {args.group_size} per run")
+    if args.analyse_only:
+        analyse_study(study, args.out)
+    else:
+        run_study(study, args.out)
+    print(f"wrote {os.path.join(args.out, 'RESULT.md')}")
+    return 0
 
 
 def config_from_args(args: argparse.Namespace):
@@ -209,6 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _train(args)
         if args.command == "variants":
             return _variants()
+        if args.command == "compare":
+            return _compare(args)
         return _tasks()
     except (ValueError, RuntimeError, FileNotFoundError, FloatingPointError) as e:
         # Bad settings and bad data get one clear line, not a traceback.

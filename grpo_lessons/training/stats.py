@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..core.stats import (Interval, mean_interval, paired_differences, paired_interval, seed_band, t_cdf,
-                          t_quantile, verdict)
+from ..core.stats import (Interval, claim_verdict, holm, mean_interval, paired_differences, paired_interval,
+                          seed_band, t_cdf, t_quantile, t_test_p, verdict)
 from .records import METRICS_NAME, load_history
 
 __all__ = ["t_cdf", "t_quantile", "Interval", "mean_interval", "paired_differences", "paired_interval", "verdict",
-           "seed_band", "RUNS", "RUN_JSON", "SUMMARY_COLUMNS", "run_dir", "run_is_complete", "summarize_run"]
+           "seed_band", "t_test_p", "holm", "claim_verdict", "RUNS", "RUN_JSON", "SUMMARY_COLUMNS", "run_dir", "run_is_complete", "summarize_run"]
 
 RUNS, RUN_JSON = "runs", "run.json"
 

@@ -502,9 +502,12 @@ def analyse_study(study: Study, out: Path | str) -> dict:
             if arm.name != study.baseline and set(vals) & set(bvals):
                 piv = st.paired_interval(vals, bvals)
                 entry[m]["paired_vs_baseline"] = {"per_seed": st.paired_differences(vals, bvals),
-                                                  **_interval_dict(piv), "verdict": st.verdict(piv)}
+                                                  **_interval_dict(piv), "p": st.t_test_p(piv)}
         entry["minutes"] = _mean([r.get("minutes") for r in runs.values()])
         arms[arm.name] = entry
+    for m in metrics:  # Holm over this metric's comparisons to the baseline, then each verdict
+        _holm_verdicts([arms[a.name][m]["paired_vs_baseline"] for a in study.arms
+                        if m in arms[a.name] and "paired_vs_baseline" in arms[a.name][m]])
     befores = sorted({r["accuracy_before"] for r in rows if r.get("accuracy_before") is not None})
     analysis = {"study": study.name, "baseline": study.baseline, "seeds": list(study.seeds), "runs": len(rows),
                 "expected_runs": len(study.arms) * len(study.seeds), "accuracy_before_values": befores,
@@ -515,6 +518,25 @@ def analyse_study(study: Study, out: Path | str) -> dict:
         _plot_gains(study, analysis, out)
     (out / RESULT).write_text(_markdown(study, out, rows, analysis))
     return analysis
+
+
+def _holm_verdicts(entries: list[dict], level: float = 0.05) -> None:
+    """Fill ``p_holm`` and ``verdict`` of each paired entry: Holm's correction over the study's comparisons to the
+    baseline on one metric; a difference is called only where its corrected p is below ``level`` (and its interval
+    then excludes 0 too).  Identical differences on every seed (an accuracy that moved in the same whole steps) have
+    no spread to test and say so instead of a zero-width interval."""
+    adj = st.holm([e.get("p") for e in entries])
+    for e, q in zip(entries, adj):
+        e["p_holm"] = q
+        if e.get("sd") is None:
+            e["verdict"] = "one seed: no interval"
+        elif e["sd"] == 0.0:
+            e["verdict"] = ("the same difference on every seed: no spread to test" if e["mean"] != 0.0
+                            else "no difference on any seed")
+        elif q is not None and q < level:
+            e["verdict"] = ("higher" if e["mean"] > 0 else "lower") + f" (Holm p = {q:.2g} over {len(entries)})"
+        else:
+            e["verdict"] = f"no difference shown (Holm p = {q:.2g} over {len(entries)})"
 
 
 def _shared_batches(study: Study, rows: list[dict]) -> dict:
@@ -699,7 +721,7 @@ def _markdown(study: Study, out: Path, rows: list[dict], an: dict) -> str:
         L.append(f"- Accuracy before training differs between arms (they change the evaluation): "
                  f"{[_pct(b) for b in befores]} %.")
     if study.budget:
-        L.append(f"- Cost estimate: {study.budget}")
+        L.append(f"- Planned budget (written before the runs; measured minutes on the next line): {study.budget}")
     L.append(f"- Machine: {m.get('cpu')}, {m.get('logical_cpus')} logical CPUs, {m.get('torch_threads')} torch "
              f"thread(s), GPU {m.get('gpu')}, torch {m.get('torch')}. Load average (1 min) at the runs' starts and "
              f"ends: {min(loads) if loads else '-'} to {max(loads) if loads else '-'}. Minutes per run: "

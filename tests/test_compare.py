@@ -1,0 +1,73 @@
+"""`grpo-lessons compare`: a paired, seeded study of variants from the command line, with Holm-corrected verdicts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grpo_lessons.core.stats import Interval
+from grpo_lessons.training.study import _holm_verdicts
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _entry(mean, sd, p):
+    return {"mean": mean, "sd": sd, "p": p, "n": 3, "low": mean - 1, "high": mean + 1}
+
+
+def test_holm_decides_the_verdicts_of_a_studys_comparisons():
+    es = [_entry(5.0, 1.0, 0.01), _entry(3.0, 1.0, 0.04), _entry(-4.0, 1.0, 0.02)]
+    _holm_verdicts(es)
+    assert [e["p_holm"] for e in es] == [pytest.approx(0.03), pytest.approx(0.04), pytest.approx(0.04)]
+    assert es[0]["verdict"].startswith("higher") and es[2]["verdict"].startswith("lower")
+    assert es[1]["verdict"].startswith("higher")  # 0.04 * 1 after the two smaller ones: still below 0.05
+    es = [_entry(5.0, 1.0, 0.03), _entry(3.0, 1.0, 0.04)]
+    _holm_verdicts(es)
+    assert es[0]["verdict"].startswith("no difference shown") and "0.06" in es[0]["verdict"]
+
+
+def test_identical_differences_get_their_own_verdict_not_a_zero_width_interval():
+    es = [_entry(2.0, 0.0, 0.0), _entry(0.0, 0.0, 1.0)]
+    _holm_verdicts(es)
+    assert es[0]["verdict"] == "the same difference on every seed: no spread to test"
+    assert es[1]["verdict"] == "no difference on any seed"
+
+
+def test_compare_runs_a_paired_study_through_the_command_line(tmp_path):
+    out = tmp_path / "cmp"
+    cmd = [sys.executable, "-m", "grpo_lessons.training.cli", "compare", "--variants", "grpo,dr_grpo", "--model",
+           "tiny-qwen2", "--steps", "1", "--seeds", "0,1", "--eval-size", "4", "--prompts-per-step", "2",
+           "--group-size", "4", "--threads", "1", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    analysis = json.loads((out / "analysis.json").read_text())
+    assert analysis["runs"] == 4 and analysis["baseline"] == "grpo"
+    paired = analysis["arms"]["dr_grpo"]["gain"]["paired_vs_baseline"]
+    assert "p_holm" in paired and "verdict" in paired
+    assert analysis["shared_first_batch"]  # the arms of a seed share their first batch
+    for arm in ("grpo", "dr_grpo"):  # every arm got beta = 0: one change per comparison
+        conf = json.loads((out / "runs" / arm / "seed0" / "run.json").read_text())["config"]
+        assert conf["beta"] == 0.0 and conf["variant"] == arm
+    assert "Holm" in (out / "RESULT.md").read_text() or "no difference" in (out / "RESULT.md").read_text()
+
+
+def test_compare_refuses_bad_input_in_one_line(tmp_path):
+    for args, msg in ((["--variants", "grpo"], "two different variants"),
+                      (["--variants", "grpo,nope"], "unknown variant"),
+                      (["--variants", "grpo,dr_grpo", "--seeds", "0"], "seed")):
+        r = subprocess.run([sys.executable, "-m", "grpo_lessons.training.cli", "compare", *args, "--out",
+                            str(tmp_path / "x")], capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]
+
+
+def test_compare_help_documents_the_paired_design():
+    r = subprocess.run([sys.executable, "-m", "grpo_lessons.training.cli", "compare", "--help"], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert r.returncode == 0
+    for words in ("paired", "seed", "Holm", "--variants", "--model", "--task", "--beta"):
+        assert words in r.stdout
+    assert Interval  # the statistics come from the core
