@@ -403,6 +403,7 @@ def run_study(study: Study, out: Path | str, *, arms: Sequence[str] | None = Non
     unknown = sorted(set(arms or ()) - {a.name for a in study.arms})
     if unknown:
         raise ValueError(f"unknown arm(s) {unknown}; this study has {[a.name for a in study.arms]}")
+    _write_json(out / STUDY_JSON, _definition(study))
     models = _Models()
     if study.reference is not None and not (out / REFERENCE).is_file():
         arm = study.arm(study.baseline)
@@ -480,7 +481,8 @@ def analyse_study(study: Study, out: Path | str) -> dict:
     """``summary.csv``, ``analysis.json``, the figures and ``RESULT.md`` from the complete runs under ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    _write_json(out / STUDY_JSON, _definition(study))
+    if not (out / STUDY_JSON).is_file():  # what the runs were made with: run_study writes it, a re-analysis keeps it
+        _write_json(out / STUDY_JSON, _definition(study))
     rows = [summarize_run(rd) for rd in _complete_runs(study, out)]
     _write_summary(rows, out / SUMMARY)
     by_arm: dict[str, dict[int, dict]] = {}
@@ -762,7 +764,8 @@ def _markdown(study: Study, out: Path, rows: list[dict], an: dict) -> str:
         L.append(f"| {a.label or a.name} | {e['gain']['n']} | {_ci(e['accuracy_after'], signed=False)} | "
                  f"{_ci(e['gain'])} | {_ci(p) if p else '-'} | {ver} |")
         if p and p.get("low") is not None:
-            (findings if p["low"] > 0 or p["high"] < 0 else none).append((a, p))
+            called = p.get("verdict", "").startswith(("higher", "lower"))  # Holm-corrected (analysis.json)
+            (findings if called else none).append((a, p))
     L += [""]
     for a in study.arms:
         e = an["arms"].get(a.name, {}).get("gain")
@@ -774,10 +777,12 @@ def _markdown(study: Study, out: Path, rows: list[dict], an: dict) -> str:
     if findings:
         for a, p in findings:
             L.append(f"- **`{a.name}` differs from `{study.baseline}`**: its gain is {_ci(p)} points "
-                     f"{'higher' if p['low'] > 0 else 'lower'} with the same seed.")
+                     f"{'higher' if p['mean'] > 0 else 'lower'} with the same seed (Holm p = {p['p_holm']:.2g} over "
+                     "the comparisons to the baseline).")
     if none:
         L.append(f"- No difference from `{study.baseline}` is shown for {', '.join(f'`{a.name}`' for a, _ in none)}: "
-                 "their paired intervals cover 0, and the data do not rank them.")
+                 "after Holm's correction over the comparisons to the baseline none is called, and the data do not "
+                 "rank them (no difference shown is not the same as no difference).")
     if not findings and not none:
         L.append("- No paired comparison yet (the baseline and an arm need a common seed).")
     if study.claim is not None:
