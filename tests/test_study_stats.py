@@ -111,3 +111,17 @@ def test_interval_is_affine_equivariant(xs, a, b):
 @given(st.floats(0.5001, 0.9999), st.floats(0.5, 200))
 def test_quantile_inverts_the_cdf(p, df):
     assert t_cdf(t_quantile(p, df), df) == pytest.approx(p, abs=1e-9)
+
+
+def test_seeds_for_power_matches_the_t_approximation_by_hand():
+    from grpo_lessons.core.stats import seeds_for_power, t_quantile
+
+    assert seeds_for_power(8, 5) == 23  # paired SD 8 points, a 5-point effect, 80 % power
+    assert seeds_for_power(10.6, 5) == 38 and seeds_for_power(10.6, 10) == 11
+    n = seeds_for_power(3.0, 1.0, power=0.9)
+    crit = lambda k: (t_quantile(0.975, k - 1) + t_quantile(0.9, k - 1)) * 3.0 / k ** 0.5  # noqa: E731
+    assert crit(n) <= 1.0 < crit(n - 1)  # the smallest n that reaches the power
+    assert seeds_for_power(0.0, 1.0) == 2
+    for bad in ((-1, 1), (1, 0), (float("nan"), 1), (1, float("inf"))):
+        with pytest.raises(ValueError):
+            seeds_for_power(*bad)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["t_cdf", "t_quantile", "Interval", "mean_interval", "paired_differences", "paired_interval", "verdict",
-           "seed_band", "t_test_p", "holm", "claim_verdict"]
+           "seed_band", "t_test_p", "holm", "claim_verdict", "seeds_for_power"]
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -208,3 +208,25 @@ def claim_verdict(iv: Interval, direction: str) -> str:
     if sign is None:
         return "not reproduced"
     return "reproduced" if sign == direction else "reversed"
+
+
+def seeds_for_power(sd: float, effect: float, power: float = 0.8, level: float = 0.95, max_seeds: int = 100_000) -> int:
+    """How many paired seeds a paired t-test needs to detect a mean difference ``effect`` with probability ``power``
+    when the paired differences have standard deviation ``sd`` (from a pilot).
+
+    The smallest ``n >= 2`` with ``(t_{(1+level)/2, n-1} + t_{power, n-1}) * sd / sqrt(n) <= |effect|`` (the usual
+    t-approximation of the noncentral t).  Example: ``sd = 8`` points, ``effect = 5`` points, 80 % power: 23 seeds."""
+    for name, x in (("sd", sd), ("effect", effect)):
+        if not (isinstance(x, (int, float)) and math.isfinite(x)):
+            raise ValueError(f"{name} must be a finite number, got {x!r}")
+    if sd < 0 or effect == 0:
+        raise ValueError(f"need sd >= 0 and a non-zero effect, got sd={sd}, effect={effect}")
+    if not (0.0 < power < 1.0 and 0.0 < level < 1.0):
+        raise ValueError(f"power and level must lie in (0, 1), got {power}, {level}")
+    if sd == 0:
+        return 2
+    for n in range(2, max_seeds + 1):
+        df = n - 1
+        if (t_quantile(0.5 + level / 2.0, df) + t_quantile(power, df)) * sd / math.sqrt(n) <= abs(effect):
+            return n
+    raise ValueError(f"more than {max_seeds} seeds needed (sd={sd}, effect={effect})")

@@ -18,11 +18,11 @@ import json
 from pathlib import Path
 
 from ..core.stats import (Interval, claim_verdict, holm, mean_interval, paired_differences, paired_interval,
-                          seed_band, t_cdf, t_quantile, t_test_p, verdict)
+                          seed_band, seeds_for_power, t_cdf, t_quantile, t_test_p, verdict)
 from .records import METRICS_NAME, load_history
 
 __all__ = ["t_cdf", "t_quantile", "Interval", "mean_interval", "paired_differences", "paired_interval", "verdict",
-           "seed_band", "t_test_p", "holm", "claim_verdict", "RUNS", "RUN_JSON", "SUMMARY_COLUMNS", "run_dir", "run_is_complete", "summarize_run"]
+           "seed_band", "t_test_p", "holm", "claim_verdict", "seeds_for_power", "RUNS", "RUN_JSON", "SUMMARY_COLUMNS", "run_dir", "run_is_complete", "summarize_run"]
 
 RUNS, RUN_JSON = "runs", "run.json"
 
