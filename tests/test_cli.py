@@ -91,3 +91,22 @@ def test_speed_flags_reach_the_config():
     e = config_from_args(build_parser().parse_args(["train", "--sampler-dtype", "bfloat16", "--sampler-fp32-head",
                                                     "--attn-implementation", "sdpa", "--no-reuse-freed-memory"]))
     assert (e.sampler_fp32_head, e.attn_implementation, e.reuse_freed_memory) == (True, "sdpa", False)
+
+
+def test_a_core_install_gets_the_extra_to_install_not_a_traceback():
+    """Without transformers (a core install), `grpo-lessons train` names the [train] extra; `lab` still runs."""
+    import subprocess
+    import sys
+
+    block = ("import sys, importlib.abc\n"
+             "class Block(importlib.abc.MetaPathFinder):\n"
+             "    def find_spec(self, name, path, target=None):\n"
+             "        if name.split('.')[0] in ('transformers', 'accelerate', 'peft'):\n"
+             "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+             "sys.meta_path.insert(0, Block())\n"
+             "from grpo_lessons.training.cli import main\n"
+             "raise SystemExit(main(sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-c", block, "train", "--steps", "1"], capture_output=True, text=True)
+    assert r.returncode == 2 and "[train]" in r.stderr and "Traceback" not in r.stderr, r.stderr[-800:]
+    r = subprocess.run([sys.executable, "-c", block, "lab", "--list"], capture_output=True, text=True)
+    assert r.returncode == 0 and "dr_grpo_wrong_length" in r.stdout, r.stderr[-800:]

@@ -125,6 +125,7 @@ def get_variant(name: str | Variant) -> Variant:
 
 
 def list_variants() -> list[str]:
+    """The names of every registered variant, sorted (``grpo``, ``dr_grpo``, ``dapo``, ...)."""
     return sorted(VARIANTS)
 
 

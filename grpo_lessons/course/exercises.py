@@ -173,6 +173,7 @@ def _load_bank() -> None:
 
 
 def get_exercise(name: str) -> Exercise:
+    """The exercise called ``name`` (e.g. ``"03-clip-gradient"``); ``ValueError`` naming the known ones otherwise."""
     _load_bank()
     try:
         return EXERCISES[name]
@@ -181,11 +182,13 @@ def get_exercise(name: str) -> Exercise:
 
 
 def all_exercises() -> list[Exercise]:
+    """Every exercise of the course, sorted by name (notebook number first)."""
     _load_bank()
     return [EXERCISES[k] for k in sorted(EXERCISES)]
 
 
 def exercises_for(notebook: str) -> list[Exercise]:
+    """The exercises of one notebook (its file name, e.g. ``"03_clipped_surrogate_and_kl.ipynb"``), sorted by name."""
     return [e for e in all_exercises() if e.notebook == notebook]
 
 

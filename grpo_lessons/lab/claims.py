@@ -56,6 +56,7 @@ COLUMN_DOCS: dict[str, str] = {
 
 
 def all_metric_docs() -> dict[str, str]:
+    """Every metric a claim can compare (exact metrics, step metrics, probe metrics) with what it means."""
     return {**METRIC_DOCS, **STEP_DOCS, **PROBE_DOCS}
 
 
@@ -125,12 +126,14 @@ CLAIMS: Registry[Claim] = Registry("claim")
 
 
 def register_claim(claim: Claim, *, replace: bool = False) -> Claim:
+    """Add ``claim`` to :data:`CLAIMS` (``replace=True`` to overwrite one of the same name)."""
     if not isinstance(claim, Claim):
         raise TypeError(f"register_claim() takes a Claim, got {type(claim).__name__}")
     return CLAIMS.add(claim.name, claim, replace=replace)
 
 
 def get_claim(name: str) -> Claim:
+    """The claim called ``name``; ``ValueError`` listing the known claims otherwise."""
     return CLAIMS.lookup(name, "claim")
 
 
@@ -225,6 +228,7 @@ def with_holm(rows: list[dict]) -> list[dict]:
 
 
 def write_rows(rows: Iterable[dict], path: Path | str, columns: Sequence[str] = COLUMNS) -> None:
+    """Write claims-table rows as CSV (floats with 6 significant digits, ``None`` as an empty cell)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:

@@ -32,6 +32,7 @@ def _column_help() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``grpo-lessons lab`` parser (its epilog explains every column of a row)."""
     p = argparse.ArgumentParser(
         prog="grpo-lessons lab",
         description="Rerun a claim of the claims table: two arms that differ only in a paper's change, trained on an "
@@ -60,6 +61,7 @@ def _list() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``grpo-lessons lab``; returns the exit status (2 with one line on stderr for bad input)."""
     args = build_parser().parse_args(argv)
     from .claims import COLUMNS, format_row, get_claim, run_claim, run_sweep, sweep_summary, write_rows
 

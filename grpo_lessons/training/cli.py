@@ -297,6 +297,22 @@ def _tasks() -> int:
     return 0
 
 
+#: The extra that brings each library the command line may need.
+_EXTRA_OF = {"transformers": "train", "accelerate": "train", "peft": "train", "tokenizers": "train", "gguf": "train",
+             "safetensors": "train", "datasets": "train", "matplotlib": "train", "tqdm": "train", "trl": "trl"}
+
+
+def _missing_extra(e: ModuleNotFoundError) -> int:
+    top = (e.name or "").split(".")[0]
+    extra = _EXTRA_OF.get(top)
+    if extra is None:
+        raise e
+    print(f"grpo-lessons: error: this command needs {top}, which the package's [{extra}] extra installs: "
+          f"pip install 'grpo-lessons[{extra}]' (from a checkout: pip install '.[{extra}]'). "
+          "`grpo-lessons lab` needs torch alone.", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``grpo-lessons`` console script; returns the exit status."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -305,7 +321,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from grpo_lessons.lab.cli import main as lab_main
 
         return lab_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except ModuleNotFoundError as e:  # a core install: the trainer's parser needs the [train] extra
+        return _missing_extra(e)
     try:
         if args.command == "train":
             return _train(args)
@@ -318,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Bad settings and bad data get one clear line, not a traceback.
         print(f"grpo-lessons: error: {e}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as e:
+        return _missing_extra(e)
     except KeyboardInterrupt:
         print("grpo-lessons: interrupted; rerun with --resume to continue from the last checkpoint",
               file=sys.stderr)

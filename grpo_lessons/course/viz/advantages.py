@@ -551,6 +551,7 @@ def group_push_by_successes(group_size: int, *, scales: Sequence[str] = ("group"
 
 
 def plot_group_push(d: dict[str, Any]):
+    """The total |A| a group pushes with, against its number of correct completions, one line per scale."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 3.2))
     for s in [k for k in d if k not in ("group_size", "k")]:
@@ -572,6 +573,7 @@ def scaling_comparison(rewards, group_size: int, scales: Sequence[str] = ("group
 
 
 def plot_scaling_comparison(d: dict[str, Any]):
+    """Each completion's advantage under each scale (group, batch, ...), side by side as bars."""
     plt = _plt()
     n = d["rewards"].numel()
     G = d["group_size"]

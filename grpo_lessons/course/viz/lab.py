@@ -54,6 +54,7 @@ def committed_row(name: str, path: Path | str | None = None) -> dict[str, Any]:
 
 
 def verdict_counts(rows) -> dict[str, int]:
+    """How many rows are reproduced, not reproduced and reversed."""
     out = {"reproduced": 0, "not reproduced": 0, "reversed": 0}
     for r in rows:
         out[r["verdict"]] = out.get(r["verdict"], 0) + 1
@@ -169,6 +170,7 @@ def claim_curves(name: str, seed: int = 0, metric: str | None = None, **knob) ->
 
 
 def plot_claim_curves(d: dict[str, Any]):
+    """Both arms' metric after every step (from :func:`claim_curves`)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.0, 3.0))
     ax.plot(d["steps"], d["variant"], color="C0", lw=2, label=d["variant_label"])

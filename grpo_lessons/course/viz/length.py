@@ -226,6 +226,7 @@ def overlong_penalty_curves(max_len: int = 20480, cache_len: int = 4096, factor:
 
 
 def plot_overlong_penalty(d: dict[str, Any]):
+    """DAPO's soft overlong penalty (Eq. 13) against the chapter's formula, over completion length."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.4))
     x = d["lengths"].tolist()
@@ -315,6 +316,7 @@ def overlong_filter_effect(lengths: Sequence[int], truncated: Sequence[bool], *,
 
 
 def plot_overlong_filter(d: dict[str, Any]):
+    """Per-token gradient weights before and after overlong filtering masks the truncated completions."""
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(10, 2.8), sharey=True)
     vmax = float(torch.maximum(d["weights_before"].max(), d["weights_after"].max()))

@@ -446,6 +446,7 @@ def cispo_vs_ppo_weights(epsilon: float = 0.2, cap: float = 5.0, *, r_max: float
 
 
 def plot_cispo_vs_ppo(d: dict[str, Any]):
+    """Gradient weight against the ratio: CISPO's clipped stop-gradient weight beside PPO's clip, per sign of A."""
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
     r = d["ratio"].tolist()

@@ -71,6 +71,7 @@ def pair_gradient_weights(*, length: int = 10, epsilon: float = 0.2, beta: float
 
 
 def plot_pair_gradient_weights(d: dict[str, Any]):
+    """A pair's gradient weight against its log-ratio margin: 2-GRPO beside the chapter's DPO-style form."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.4))
     x = d["delta"].tolist()
