@@ -226,7 +226,8 @@ def token_entropy(answer_logits: torch.Tensor, body_logits: torch.Tensor, batch:
 
 
 METRIC_DOCS: dict[str, str] = {
-    "p_correct": "P(right answer), mean over prompts (exact)",
+    "p_correct": "P(the answer token is right), mean over prompts (exact; a right answer later cut off at max_len "
+                 "counts, although a reward that scores truncation 0 gives it nothing)",
     "quality": "expected true quality of the answer, mean over prompts (exact; = p_correct for a 0/1 reward)",
     "len_wrong": "expected completion length of wrong answers, tokens (exact; answer, fillers and EOS counted)",
     "len_right": "expected completion length of right answers, tokens (exact)",
