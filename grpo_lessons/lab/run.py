@@ -389,7 +389,9 @@ def _train(cfg: LabConfig, seed: int, task: LabTask | None) -> LabRun:
 
 PROBE_DOCS: dict[str, str] = {
     "grad_bias": "|mean gradient - on-policy mean gradient| / |on-policy mean gradient| over the probe's batches "
-                 "(answer and body tables; the on-policy reference from independent draws of the trainer's policy)",
+                 "(answer and body tables; the on-policy reference from independent draws of the trainer's policy). "
+                 "Finite batches leave a Monte-Carlo floor (about 0.25 with 48 batches on the default task, even with "
+                 "no mismatch): compare arms by their paired difference, not by the level",
     "extreme_weight": "mean |A| on prompts whose pass rate is below 0.15 or above 0.85, divided by mean |A| on "
                       "prompts with a pass rate in [0.3, 0.7] (groups with a gradient only)",
     "distinct_advantages": "distinct advantage values per informative group, mean over groups",
