@@ -252,3 +252,44 @@ def test_site_notebook_page_shows_its_figures(browser, site_server):
         print(f"{SITE_PAGE}: {len(images)} figures loaded")
     finally:
         page.close()
+
+
+def _typeset_offline(browser, url: str, minimum: int) -> tuple[int, list[str]]:
+    """Open ``url`` with every request that leaves the local server refused; return how many formulas MathJax
+    typeset and the outside requests that were refused."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    refused: list[str] = []
+
+    def route(r):
+        if r.request.url.startswith("http://127.0.0.1"):
+            r.continue_()
+        else:
+            refused.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    try:
+        response = page.goto(url, wait_until="load")
+        assert response is not None and response.ok, f"{url}: HTTP {response and response.status}"
+        count, last, stable = 0, -1, 0
+        for _ in range(120):  # MathJax typesets after load: wait until the count stops growing
+            count = page.evaluate("() => document.querySelectorAll('.MathJax, .MathJax_Display, "
+                                  ".MathJax_SVG, mjx-container').length")
+            stable = stable + 1 if count == last and count >= minimum else 0
+            if stable >= 4:
+                break
+            last = count
+            page.wait_for_timeout(500)
+        return count, refused
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("path, minimum", [("notation/", 40), ("notebooks/06_dr_grpo/", 10)])
+def test_site_typesets_its_formulas_with_the_network_blocked(browser, site_server, path, minimum):
+    """MathJax ships with the site: with every outside request refused, the notation page and a notebook page still
+    show typeset formulas (raw TeX otherwise)."""
+    count, refused = _typeset_offline(browser, f"{site_server}/{path}", minimum)
+    assert count >= minimum, f"{path}: {count} typeset formulas with the network blocked (refused: {refused[:5]})"
+    assert not [u for u in refused if "mathjax" in u.lower()], f"{path} asked the network for MathJax: {refused}"
+    print(f"{path}: {count} formulas typeset offline; {len(refused)} outside request(s) refused")
