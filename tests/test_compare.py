@@ -71,3 +71,19 @@ def test_compare_help_documents_the_paired_design():
     for words in ("paired", "seed", "Holm", "--variants", "--model", "--task", "--beta"):
         assert words in r.stdout
     assert Interval  # the statistics come from the core
+
+
+def test_study_curves_draw_finished_runs_only(tmp_path):
+    """A run whose run.json says complete: false (interrupted) stays out of the seed bands of the figures."""
+    from grpo_lessons.training.records import write_csv
+    from grpo_lessons.training.study import Arm, Study, _curve_data
+
+    study = Study("s", "t", "q", [Arm("grpo", {"variant": "grpo"})], [0, 1], {}, min_seeds=2)
+    for seed, complete, reward in ((0, True, 0.5), (1, False, 0.9)):
+        rd = tmp_path / "runs" / "grpo" / f"seed{seed}"
+        rd.mkdir(parents=True)
+        write_csv(rd / "metrics.csv", ["step", "reward_mean"], [{"step": 1, "reward_mean": reward},
+                                                               {"step": 2, "reward_mean": reward}])
+        (rd / "run.json").write_text(json.dumps({"complete": complete, "arm": "grpo", "seed": seed}))
+    band = _curve_data(study, tmp_path, ["reward_mean"])["reward_mean"]["grpo"]
+    assert [(b[1], b[4]) for b in band] == [(0.5, 1), (0.5, 1)]  # the mean of the finished seed alone, n = 1

@@ -567,9 +567,9 @@ def _curve_data(study: Study, out: Path, metrics: Sequence[str]) -> dict[str, di
     histories = {}
     for arm in study.arms:
         for seed in study.seeds:
-            p = run_dir(out, arm.name, seed) / METRICS_NAME
-            if p.is_file() and (run_dir(out, arm.name, seed) / RUN_JSON).is_file():
-                histories.setdefault(arm.name, []).append(load_history(p))
+            rd = run_dir(out, arm.name, seed)
+            if run_is_complete(rd):  # an unfinished run (run.json "complete": false) is in no band
+                histories.setdefault(arm.name, []).append(load_history(rd / METRICS_NAME))
     data: dict[str, dict[str, list]] = {}
     for metric in metrics:
         for arm, hs in histories.items():
