@@ -53,9 +53,6 @@ def _one(name: str, seeds: int, first_seed: int, sweep: bool) -> dict:
 
 def _figure(name: str, row: dict, values: dict | None, sweep: list[dict], path: Path, seeds: int,
             first_seed: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from grpo_lessons.course.viz.lab import plot_claim
@@ -207,4 +204,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import matplotlib
+
+    matplotlib.use("Agg")  # a script: draw to files only (never in importable code, which notebooks call)
     raise SystemExit(main())

@@ -27,16 +27,19 @@ CLAIMS_CSV = Path("benchmarks") / "results" / "claims" / "claims.csv"
 
 
 def claims_csv(root: Path | str | None = None) -> Path:
-    """The committed claims table: ``root/benchmarks/results/claims/claims.csv``, ``root`` found from the working
-    directory upwards when not given (a notebook runs in ``notebooks/``)."""
+    """The committed claims table: ``root/benchmarks/results/claims/claims.csv``; without ``root``, the first found
+    from the working directory upwards (a notebook runs in ``notebooks/``), else in the checkout the package is
+    installed from (``pip install -e .``: a notebook copied elsewhere still finds it)."""
     if root is not None:
         return Path(root) / CLAIMS_CSV
+    import grpo_lessons
+
     here = Path.cwd().resolve()
-    for d in (here, *here.parents):
+    for d in (here, *here.parents, Path(grpo_lessons.__file__).resolve().parents[1]):
         if (d / CLAIMS_CSV).is_file():
             return d / CLAIMS_CSV
-    raise FileNotFoundError(f"no {CLAIMS_CSV} above {here}: run `python benchmarks/claims.py` from the repository "
-                            "root to make it")
+    raise FileNotFoundError(f"no {CLAIMS_CSV} above {here} nor in the checkout the package is installed from: run "
+                            "`python benchmarks/claims.py` from the repository root to make it")
 
 
 def claims_table(path: Path | str | None = None) -> list[dict[str, Any]]:
