@@ -98,7 +98,9 @@ def _markdown(rows: list[dict], timings: dict, info: dict, seeds: int, first_see
         "",
         f"- Machine: {info['cpu']}, {info['logical_cpus']} logical CPUs, torch {info['torch']}; {workers} worker "
         f"processes with 1 torch thread each. Load average (1 min) at the start {info['load_average_at_start'][0]}, "
-        f"at the end {info['load_average_at_end'][0]}.",
+        f"at the end {info['load_average_at_end'][0]} (of the last invocation"
+        + (f", a --merge of {', '.join(info['merged'])}" if info.get("merged") else "") + "; sampled at those two "
+        "moments only, so other jobs between them are not seen: read the seconds as upper bounds).",
         f"- {minutes:.1f} minutes for the table and its sweeps. Seconds per claim (headline row, {seeds} seeds x 2 "
         "arms, one worker):",
         "",
@@ -182,6 +184,7 @@ def main(argv=None) -> int:
             if n not in names and n in old_rows:
                 results[n] = {"row": old_rows[n], "sweep": [r for r in old_sweeps if r["claim"] == n]}
                 timings[n] = old_run["timings"][n]
+        info["merged"] = list(args.claims or [])
         names = [n for n in CLAIMS if n in results]
         minutes += old_run["minutes"]
     rows = with_holm([results[n]["row"] for n in names])
