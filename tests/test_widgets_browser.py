@@ -9,7 +9,8 @@ moved only after *Run All* has finished, so any cell further down the notebook h
 And one notebook page of the built course site, served from a loopback HTTP server: its figures load.
 
 Notebooks are found generically (any notebook whose code builds a widget: ``*_widget(``, ``ipywidgets``,
-``interact(``), so notebooks added later are covered.  Needs Debian's ``chromium`` (/usr/bin/chromium, or
+``interact(``), so notebooks added later are covered; this file checks every other one and
+``test_widgets_browser_half.py`` the rest, so the two test workers share the work.  Needs Debian's ``chromium`` (/usr/bin/chromium, or
 ``$CHROMIUM``) and the ``playwright`` Python package, pointed at that browser; skipped with a reason where
 either is missing.  The browser runs with no network features (closed network, no downloads).
 """
@@ -138,8 +139,23 @@ def _cut_labels(page) -> list[str]:
 MOVED: dict[str, int] = {}
 
 
-@pytest.mark.parametrize("nb_name", widget_notebooks())
+def half(k: int) -> list[str]:
+    """Every other widget notebook, from the ``k``-th: this file checks half 0 and ``test_widgets_browser_half.py``
+    half 1, so that the test runner's two workers open them side by side."""
+    return widget_notebooks()[k::2]
+
+
+def test_the_two_halves_cover_every_widget_notebook():
+    assert sorted(half(0) + half(1)) == sorted(widget_notebooks()) and not set(half(0)) & set(half(1))
+
+
+@pytest.mark.parametrize("nb_name", half(0))
 def test_widgets_respond_in_the_browser(browser, lab, nb_name):
+    check_widgets(browser, lab, nb_name)
+
+
+def check_widgets(browser, lab, nb_name: str) -> None:
+    """Run All in JupyterLab, then move one control of every widget and check that its figure was redrawn."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         ws = re.sub(r"\W", "-", nb_name)  # a fresh workspace per notebook: no other notebook is restored
