@@ -271,3 +271,11 @@ def test_the_wheel_works_in_a_venv_with_only_torch_and_numpy(built):
         grad = [g for row in out["losses"][variant]["grad"] for g in row]  # (B, T) = (2, 2), row-major
         assert grad == pytest.approx([0.0, -0.9 / 4, 0.0, 1.1 / 4], abs=1e-6)
         assert grad[0] == 0.0 and grad[2] == 0.0  # clipped tokens: exactly no gradient
+
+    # The lab needs torch alone: the installed console script lists the claims and reruns one (its committed table
+    # lives in a checkout, not in the wheel, so only the live row is printed).
+    script = venv / "bin" / "grpo-lessons"
+    listed_claims = _run([script, "lab", "--list"], cwd=tmp, env=env).stdout
+    assert "dr_grpo_wrong_length" in listed_claims and "typicality_bias_collapses" in listed_claims
+    row = _run([script, "lab", "--claim", "rloo_group_mean_shrinks", "--seeds", "2", "--quiet"], cwd=tmp, env=env)
+    assert "-> reproduced" in row.stdout, row.stdout
