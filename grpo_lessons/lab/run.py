@@ -197,6 +197,15 @@ def _generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed((int(seed) * 1_000_003 + int(step) * 7_919 + int(stream) * 104_729) % 2**62)
 
 
+def _sampler_shift(cfg: LabConfig, seed: int, task: LabTask) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The fixed offsets ``sampler_shift * Z`` of the sampler's logits for this seed (None: no mismatch)."""
+    if not cfg.sampler_shift:
+        return None
+    gz = _generator(seed, 0, stream=9)
+    return (cfg.sampler_shift * torch.randn(task.answer_logits.shape, generator=gz, dtype=torch.float64),
+            cfg.sampler_shift * torch.randn(task.body_logits.shape, generator=gz, dtype=torch.float64))
+
+
 def _sampler_tables(pol: TabularPolicy, shift: tuple[torch.Tensor, torch.Tensor] | None):
     a, b = pol.frozen()
     if shift is None:
@@ -333,11 +342,7 @@ def _train(cfg: LabConfig, seed: int, task: LabTask | None) -> LabRun:
     pol = TabularPolicy(task)
     params = list(pol.parameters())
     opt = (torch.optim.Adam(params, lr=cfg.lr) if cfg.optimizer == "adam" else torch.optim.SGD(params, lr=cfg.lr))
-    shift = None
-    if cfg.sampler_shift:
-        gz = _generator(seed, 0, stream=9)
-        shift = (cfg.sampler_shift * torch.randn(task.answer_logits.shape, generator=gz, dtype=torch.float64),
-                 cfg.sampler_shift * torch.randn(task.body_logits.shape, generator=gz, dtype=torch.float64))
+    shift = _sampler_shift(cfg, seed, task)
     ref = (task.answer_logits.clone(), task.body_logits.clone()) if cfg.beta else None
     n_prompts = cfg.prompts_per_step or task.n_prompts
     history = [{"step": 0.0, "completions": 0.0, **exact_metrics(pol.answer_logits, pol.body_logits, task)}]
@@ -420,11 +425,7 @@ def _probe(cfg: LabConfig, seed: int, batches: int, task: LabTask | None) -> dic
     rates = task.start_pass_rates()
     extreme = (rates < 0.15) | (rates > 0.85)
     mid = (rates >= 0.3) & (rates <= 0.7)
-    shift = None
-    if cfg.sampler_shift:
-        gz = _generator(seed, 0, stream=9)
-        shift = (cfg.sampler_shift * torch.randn(task.answer_logits.shape, generator=gz, dtype=torch.float64),
-                 cfg.sampler_shift * torch.randn(task.body_logits.shape, generator=gz, dtype=torch.float64))
+    shift = _sampler_shift(cfg, seed, task)
     old = pol.frozen()
     smp = _sampler_tables(pol, shift)
     n_prompts = cfg.prompts_per_step or task.n_prompts
