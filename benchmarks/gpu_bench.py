@@ -163,7 +163,7 @@ def run_variant(variant: str, mode: str, args) -> dict:
         output_dir=f"{workdir}/out", max_steps=args.steps, logging_steps=1, save_strategy="no", seed=0,
         num_generations=G, per_device_train_batch_size=G * args.prompts_per_step,
         max_completion_length=args.max_completion_length, temperature=1.0,
-        gradient_checkpointing=gpu, beta=0.0 if variant != "grpo" else 0.04,
+        gradient_checkpointing=gpu,  # beta: the variant's own (grpo_config reads its registry entry)
         mask_truncated_completions=False,  # a random model never ends: keep its tokens in the loss
         # fp32 master weights under bf16 compute (grpo_config sets bf16=True on a GPU that has it): a model trained
         # in bf16 weights rounds most small AdamW steps away.  TRL's own default for a model given by name, made

@@ -97,7 +97,7 @@ def sampling_label(variant: str, prompts: int, group_size: int) -> str:
     label = f"{prompts * group_size // g} prompts x G={g}"
     if v.train_defaults.get("dynamic_sampling"):
         label += ", dynamic sampling"
-    if v.objective == "dppo" and str(v.loss_defaults.get("kind", "")).startswith("topk"):
+    if v.objective_piece.divergence_kind(v.loss_defaults) is not None:  # DPPO's top-K variants record the top-K
         label += ", top-K recorded"
     return label
 

@@ -159,12 +159,36 @@ def _string_constants(node: ast.AST) -> list[str]:
     return []
 
 
-@pytest.mark.parametrize("path", CONSUMERS)
+#: Scripts and modules outside the package's consumers above that choose by a registered name (a variant, a piece, a
+#: task) all the same: each must read the registry entry instead.
+CHOOSERS = ["benchmarks/variant_study.py", "benchmarks/gpu_bench.py", "grpo_lessons/training/data.py"]
+
+
+def _registered_names() -> set[str]:
+    from grpo_lessons.training.data import TASKS
+
+    return {name for reg in FAMILIES.values() for name in reg} | set(TASKS)
+
+
+@pytest.mark.parametrize("path", CONSUMERS + CHOOSERS)
 def test_no_comparison_with_a_registered_name(path):
-    names = {name for reg in FAMILIES.values() for name in reg}
+    names = _registered_names()
     found = []
     for node in ast.walk(ast.parse((ROOT / path).read_text())):
         if isinstance(node, ast.Compare):
-            for side in (node.left, *node.comparators):
+            presence = all(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)  # `"grpo" in chosen`: not a switch
+            for side in (node.comparators if presence else (node.left, *node.comparators)):
                 found += [(node.lineno, s) for s in _string_constants(side) if s in names]
     assert not found, f"{path} switches on registered names (read the registry entry instead): {found}"
+
+
+@pytest.mark.parametrize("path", CONSUMERS)
+def test_no_list_of_registered_names_to_switch_on(path):
+    """A module-level tuple / list / set of registered names (``_MICRO_BATCH = ("bnpo",)``) is a switch in waiting:
+    the property it stands for belongs in the registry entry."""
+    names = _registered_names()
+    found = []
+    for node in ast.parse((ROOT / path).read_text()).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, (ast.Tuple, ast.List, ast.Set)):
+            found += [(node.lineno, s) for s in _string_constants(node.value) if s in names]
+    assert not found, f"{path} keeps a list of registered names (put the property in the registry entry): {found}"

@@ -196,10 +196,10 @@ def test_plain_trl_configs_map_to_the_variant_trl_computes(tiny):
     v = variant_for_config(plain_config(tiny, loss_type="dr_grpo"))
     assert isinstance(v, Variant) and v.name not in VARIANTS
     assert (v.advantage_scale, v.objective, v.aggregation) == ("group", "clip", "seq_mean_token_sum_norm")
-    # a config from grpo_config whose deciding fields were overridden is read like a plain one: LUSPO's loss on
-    # grpo's token-level ratios (TRL accepts it with a warning)
+    # a config from grpo_config whose deciding field was overridden still names its variant: GRPO with LUSPO's
+    # aggregation (a token sum per completion) on its token-level ratios
     v = variant_for_config(grpo_config("grpo", loss_type="luspo"))
-    assert v.name == "luspo[ratio_level=token]" and (v.ratio_level, v.aggregation) == ("token", "seq_mean_token_sum")
+    assert v.name == "grpo[loss_type=luspo]" and (v.ratio_level, v.aggregation) == ("token", "seq_mean_token_sum")
 
 
 @pytest.mark.parametrize("fields", [{"loss_type": "dr_grpo"}, {"loss_type": "dapo", "scale_rewards": "none"},
@@ -222,7 +222,8 @@ def test_a_plain_config_trains_exactly_what_trl_would(fields, tiny):
 def test_ambiguous_configs_fall_back_to_trls_loss(tiny, throwaway):
     # a second objective that TRL's loss_type "dapo" would also select makes a plain dapo config ambiguous
     throwaway(OBJECTIVES, register_objective("clip_copy", clipped_surrogate, params=("epsilon", "epsilon_high"),
-                                             trl={"token_mean": "dapo"}))
+                                             trl={"token_mean": "dapo"},
+                                             trl_fields={"epsilon": "epsilon", "epsilon_high": "epsilon_high"}))
     throwaway(VARIANTS, register(Variant(name="dapo_copy", title="throwaway", advantage_scale="group",
                                          ratio_level="token", objective="clip_copy", aggregation="token_mean",
                                          citation="a test", loss_defaults={"epsilon": 0.2}, notebook="none")))

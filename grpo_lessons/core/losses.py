@@ -54,6 +54,11 @@ class LossOutput:
     entropy_bonus: float | None = None  # the entropy term the loss subtracts entropy_coef times
     entropy_kept_frac: float | None = None  # share of completion tokens the top-entropy mask keeps
     aux_loss: float | None = None  # the MoE router aux loss the loss adds aux_loss_coef times
+    # the detached tensors some of the numbers above reduce, for a trainer that reduces them otherwise (over several
+    # processes, per sequence): "clipped_low" / "clipped_high" (B, T) or (B, 1) bool, the objective's flags;
+    # "kl" (B, T), the KL term as it enters the loss; "<objective>/<name>" for each objective diagnostic, e.g.
+    # "vespo/phi" (B, 1)
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @property
     def clip_frac(self) -> float | None:
@@ -104,6 +109,7 @@ def policy_loss(
     entropy_mask=None,
     aux_loss=None,
     aux_loss_coef: float = 0.0,
+    allow_unscored_tokens: bool = False,
     **options: Any,
 ) -> LossOutput:
     """The GRPO-family policy loss of one batch.
@@ -117,7 +123,8 @@ def policy_loss(
     :func:`~grpo_lessons.core.variants.list_variants`; named as TRL's ``loss_type`` where TRL has one); its
     ratio level, objective and aggregation are read from their registries.
     CISPO's ``epsilon_high`` is an absolute cap on the ratio (TRL's meaning; ``epsilon`` alone sets it,
-    as TRL's fallback does); DPPO takes ``kind``, ``delta_low``, ``delta_high``, ``ratio_cap`` and VESPO
+    as TRL's fallback does); GMPO's ``epsilon`` / ``epsilon_high`` bound the *log* ratio (0.4 each, TRL's
+    ``GMPOConfig``); DPPO takes ``kind``, ``delta_low``, ``delta_high``, ``ratio_cap`` and VESPO
     ``k_pos``, ``lambda_pos``, ``k_neg``, ``lambda_neg`` as options.
     ``epsilon`` / ``epsilon_high`` (and objective options such as ``tau_pos``, ``tau_neg``)
     default to the *paper's* values in the registry: 0.2 for GRPO, 0.2 / 0.28 for DAPO,
@@ -154,6 +161,12 @@ def policy_loss(
       right after the objective.  TRL ``off_policy_mask_threshold``.
     * ``divergence`` ``(B, T)``: the top-K divergence DPPO's ``dppo_topk_*`` variants need
       (:func:`grpo_lessons.core.divergence.topk_divergence`).
+    * ``allow_unscored_tokens=True``: a NaN in ``sampling_logp`` at a completion token marks a token the
+      sampler could not score (vLLM returns no log-prob for it) and is read as TRL 1.16 reads it in each
+      place: the rollout correction gives it ``rho = 1`` (``mu`` taken as ``pi_old``), the off-policy
+      mask counts it as KL 0 (``mu`` taken as ``pi_theta``: no evidence of drift, though it still counts
+      in its sequence's token count), DPPO's anchor is ``pi_old`` there.  ``False`` (the default): such
+      a NaN is an error.
 
     Entropy and the MoE aux loss (TRL 1.16's order and scaling):
 
@@ -209,12 +222,15 @@ def policy_loss(
     if rlp is not None:
         rlp = torch.where(keep, rlp, torch.zeros_like(rlp))
 
-    slp = None
+    slp = opsm_ref = None  # the sampler's log-probs; what the off-policy mask compares pi_theta with
     if sampling_logp is not None:
         slp = as_float_tensor(sampling_logp, "sampling_logp").to(lp.dtype)
         check_same_shape(lp, "logp", sampling_logp=slp)
-        check_finite(slp, "sampling_logp", where=keep)
+        unscored = keep & torch.isnan(slp) if allow_unscored_tokens else torch.zeros_like(keep)  # (B, T)
+        check_finite(slp, "sampling_logp", where=keep & ~unscored)  # inf, and NaN unless allowed, are errors
         slp = torch.where(keep, slp, torch.zeros_like(slp))
+        opsm_ref = torch.where(unscored, lp.detach(), slp)  # unscored: no KL evidence (TRL)
+        slp = torch.where(unscored, olp, slp)  # unscored: rho = pi_old / mu = 1, DPPO anchored at pi_old (TRL)
     if rollout_correction is not None:
         CORRECTION_MODES.lookup(rollout_correction, "rollout_correction")
         if slp is None:
@@ -324,14 +340,21 @@ def policy_loss(
     if div is not None and "divergence" not in needs:
         raise ValueError(f"divergence= applies to DPPO's top-K variants, not to {v.name!r}")
     inputs = {"logp": lp, "log_ratio": (lp - olp).detach(), "mask": m, "is_weights": is_w,
-              "anchor_logp": slp if slp is not None else olp, "divergence": div}
+              "anchor_logp": slp if slp is not None else olp, "divergence": div, "old_logp": olp.detach()}
     out = fn(ratio, adv_col, **{k: inputs[k] for k in needs}, **params)
+    if lp.requires_grad and torch.is_grad_enabled() and not out.per_token_loss.requires_grad:
+        # the value would be right and the update would hold no policy gradient (only beta * KL, if any)
+        raise ValueError(
+            f"objective {v.objective!r} returned a per-token loss with no gradient path to logp: build the loss from "
+            "`ratio` or `logp`; the other inputs (log_ratio, old_logp, anchor_logp, ...) are detached and serve only "
+            "as stop-gradient weights")
     per_token = out.per_token_loss.expand_as(lp)  # (B, T)
 
     # 3. off-policy sequence mask (DeepSeek-V3.2), then the sampler correction, as TRL orders them
     opsm = None
     if off_policy_mask_threshold is not None:
-        opsm = off_policy_sequence_mask(a, lp, slp if slp is not None else olp, m, off_policy_mask_threshold)  # (B, 1)
+        opsm = off_policy_sequence_mask(a, lp, opsm_ref if opsm_ref is not None else olp, m,
+                                        off_policy_mask_threshold)  # (B, 1)
         per_token = per_token * opsm
     if ent_mask is not None:  # the top-entropy tokens alone carry the policy gradient (arXiv 2506.01939)
         per_token = per_token * ent_mask
@@ -346,7 +369,8 @@ def policy_loss(
         kl_agg = aggregate(kl.detach(), m, v.aggregation, **agg_kw)
         if kl_importance_weighted:
             kl = kl * ratio
-        kl_tok = _masked_mean(kl.detach(), m)  # TRL logs the token mean of the term it adds (ratio-weighted)
+        kl_term = kl.detach().expand_as(m)  # (B, T) the term as it enters the loss
+        kl_tok = _masked_mean(kl_term, m)  # TRL logs the token mean of the term it adds (ratio-weighted)
         per_token = per_token + beta * kl
 
     # 5. aggregation: the one place the loss is normalised
@@ -374,9 +398,15 @@ def policy_loss(
     if opsm is not None:
         rows = (m.sum(-1) > 0).to(m.dtype)  # (B,)
         diag["off_policy_masked_frac"] = float(((1 - opsm.squeeze(-1)) * rows).sum() / rows.sum().clamp(min=1.0))
-    extras = {}
+    extras, tensors = {}, {}
     for name, t in (out.extras or {}).items():
         extras[f"{v.objective}/{name}_mean"] = _masked_mean(t.detach(), m)
+        tensors[f"{v.objective}/{name}"] = t.detach()
+    for name, t in (("clipped_low", out.clipped_low), ("clipped_high", out.clipped_high)):
+        if t is not None:
+            tensors[name] = t.detach()
+    if rlp is not None:
+        tensors["kl"] = kl_term
 
     return LossOutput(
         loss=loss,
@@ -395,5 +425,6 @@ def policy_loss(
         entropy_bonus=None if bonus is None else float(bonus.detach()),
         entropy_kept_frac=None if ent_mask is None else _masked_mean(ent_mask, m),
         aux_loss=None if aux is None else float(aux.detach()),
+        tensors=tensors,
         **diag,
     )

@@ -2,7 +2,8 @@
 
 Introduced in ``notebooks/03_clipped_surrogate_and_kl.ipynb`` (clip),
 ``notebooks/10_sapo.ipynb`` (soft gate), ``notebooks/12_vespo.ipynb`` (VESPO),
-``notebooks/13_dppo.ipynb`` (DPPO) and ``notebooks/14_cispo_scalerl.ipynb`` (CISPO).
+``notebooks/13_dppo.ipynb`` (DPPO) and ``notebooks/14_cispo_scalerl.ipynb`` (CISPO); GMPO's geometric mean of
+log-space-clipped token ratios is the worked example of ``docs/adding-a-variant.md``.
 
 Each objective takes ``ratio`` (``(B, T)`` or ``(B, 1)``), ``adv`` (``(B, 1)``) and its own
 hyper-parameters, and returns the per-token loss together with boolean "clipped" masks used
@@ -15,6 +16,7 @@ more; each entry of :data:`OBJECTIVES` names what :func:`grpo_lessons.policy_los
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -33,6 +35,7 @@ __all__ = [
     "vespo_surrogate",
     "dppo_trust_mask",
     "dppo_surrogate",
+    "gmpo_surrogate",
     "DPPO_KINDS",
     "OBJECTIVES",
     "Objective",
@@ -274,12 +277,60 @@ def dppo_surrogate(
     return ObjectiveOut(per_token, dropped & (adv <= 0), dropped & (adv > 0), {"is_weight": weight, "keep": keep})
 
 
+def gmpo_surrogate(
+    ratio: torch.Tensor,
+    adv: torch.Tensor,
+    *,
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    mask: torch.Tensor,
+    epsilon: float = 0.4,
+    epsilon_high: float | None = None,
+) -> ObjectiveOut:
+    """GMPO: ``-A_i exp((1/|o_i|) sum_t clip_A(log r_{i,t}))`` per sequence, a ``(B, 1)`` loss.
+
+    Zhao et al. 2025, Geometric-Mean Policy Optimization, arXiv 2507.20673: the geometric mean of the token
+    ratios replaces GRPO's arithmetic mean, each token ratio first clipped in log space on the side its
+    advantage pushes.  With ``l = log pi_theta - log pi_old``:
+
+    * ``A > 0``: ``min(l, clamp(l, -eps_low, eps_high))``, so ``l`` is capped at ``+eps_high``;
+    * ``A < 0``: ``max(l, clamp(l, -eps_low, eps_high))``, so ``l`` is floored at ``-eps_low``;
+
+    which is the paper's ``sgn(A) * prod_t |min(r A, clip(r, e^-eps_low, e^eps_high) A)|^(1/|o|)`` written with
+    logs.  ``epsilon`` / ``epsilon_high`` are **log-space** bounds (the paper's 0.4 on both sides: ratios in
+    ``[e^-0.4, e^0.4] = [0.67, 1.49]``); an unset ``epsilon_high`` is ``epsilon``.  A clipped token has zero
+    gradient; an unclipped token of sequence ``i`` gets ``-A_i w_i / |o_i|`` on ``log pi_theta``.
+    TRL 1.16 ``trl.experimental.gmpo.GMPOTrainer`` with ``GMPOConfig(epsilon=0.4)`` (same field names, same
+    log-space meaning); aggregation: a plain mean over sequences (``seq_mean_token_mean`` of this ``(B, 1)``
+    loss).  ``clipped_low`` / ``clipped_high`` mark ``l < -eps_low`` with ``A < 0`` / ``l > eps_high`` with
+    ``A > 0``, as TRL's ``clip_ratio/low_mean`` / ``high_mean``.
+    """
+    eps_low = epsilon
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    if not (eps_low >= 0 and eps_high >= 0):
+        raise ValueError(f"GMPO's log-space clip bounds must be >= 0, got epsilon={epsilon}, "
+                         f"epsilon_high={epsilon_high}")
+    log_r = logp - old_logp  # (B, T) log r_{i,t}, with gradient
+    bounded = torch.clamp(log_r, -eps_low, eps_high)  # (B, T)
+    clipped_log_r = torch.where(adv > 0, torch.minimum(log_r, bounded), torch.maximum(log_r, bounded))  # (B, T)
+    m = mask.to(log_r.dtype)
+    lengths = m.sum(-1, keepdim=True).clamp(min=1.0)  # (B, 1) |o_i|
+    log_w = (clipped_log_r * m).sum(-1, keepdim=True) / lengths  # (B, 1) log of the geometric mean
+    w = torch.exp(log_w)  # (B, 1) w_i = prod_t clip_A(r_{i,t})^(1/|o_i|)
+    lr = log_r.detach()
+    return ObjectiveOut(-adv * w, (lr < -eps_low) & (adv < 0), (lr > eps_high) & (adv > 0),
+                        {"seq_weight": w.detach()})
+
+
 #: The tensors :func:`grpo_lessons.policy_loss` can pass an objective besides ``(ratio, adv)``:
-#: ``logp`` (B, T) current log-probs with grad; ``log_ratio`` (B, T) log pi_theta - log pi_old, detached;
+#: ``logp`` (B, T) current log-probs with grad; ``log_ratio`` (B, T) log pi_theta - log pi_old, detached (for a
+#: stop-gradient weight: a loss built from it alone has no policy gradient, and policy_loss refuses it);
 #: ``mask`` (B, T); ``is_weights`` the rollout-correction weights or None (an objective that takes them folds
 #: them in itself and policy_loss does not multiply them afterwards); ``anchor_logp`` (B, T) log mu (sampler,
-#: else pi_old); ``divergence`` (B, T) or None.
-OBJECTIVE_INPUT_NAMES: tuple[str, ...] = ("logp", "log_ratio", "mask", "is_weights", "anchor_logp", "divergence")
+#: else pi_old); ``divergence`` (B, T) or None; ``old_logp`` (B, T) log pi_old, no grad (an objective that builds
+#: its own ratio from the log-probs, as GMPO clips log r per token before its geometric mean).
+OBJECTIVE_INPUT_NAMES: tuple[str, ...] = ("logp", "log_ratio", "mask", "is_weights", "anchor_logp", "divergence",
+                                          "old_logp")
 
 
 @dataclass(frozen=True)
@@ -290,11 +341,17 @@ class Objective:
     * ``inputs`` — which of :data:`OBJECTIVE_INPUT_NAMES` ``fn`` takes.
     * ``trl`` — ``{aggregation: TRL loss_type}``: the aggregations with which TRL 1.16's ``GRPOTrainer``
       computes this objective and the ``loss_type`` that selects each; ``None`` when TRL has no such objective.
-    * ``trl_fields`` — ``{hyper-parameter: GRPOConfig field}`` for the parameters TRL has a field for.
-    * ``trl_fallback`` — the ``loss_type`` ``grpo_config`` writes when the variant's aggregation is not in
-      ``trl`` (the bridge computes the loss; TRL only logs); default: the first of ``trl``'s.
+    * ``trl_micro_batch`` — ``{aggregation: TRL loss_type}`` for the loss types that compute this objective with
+      this aggregation but count the tokens of each micro-batch instead of the whole generation batch (TRL's
+      ``bnpo`` beside ``dapo``).
+    * ``trl_fields`` — ``{hyper-parameter: GRPOConfig field or None}``, one entry per parameter: the field the TRL
+      bridge reads it from, or ``None`` where ``GRPOConfig`` has none (the trainer's ``loss_options`` set it).
     * ``topk_divergence`` — ``params -> "tv" | "kl" | None``: which top-K divergence the objective needs as
       its ``divergence`` input with these parameters (DPPO's top-K variants), ``None`` for none.
+
+    The gradient contract: ``fn``'s loss carries the policy gradient through ``ratio`` or ``logp``; the other
+    inputs are detached and serve as stop-gradient weights.  :func:`grpo_lessons.policy_loss` refuses a loss with
+    no gradient path to ``logp``.
     """
 
     name: str
@@ -302,21 +359,22 @@ class Objective:
     params: tuple[str, ...]
     inputs: tuple[str, ...] = ()
     trl: Mapping[str, str] | None = None
-    trl_fields: Mapping[str, str] = field(default_factory=dict)
-    trl_fallback: str | None = None
+    trl_fields: Mapping[str, str | None] = field(default_factory=dict)
+    trl_micro_batch: Mapping[str, str] = field(default_factory=dict)
     topk_divergence: Callable[[Mapping[str, Any]], str | None] | None = None
 
     def __post_init__(self) -> None:
         if self.trl is not None:
             object.__setattr__(self, "trl", MappingProxyType(dict(self.trl)))
         object.__setattr__(self, "trl_fields", MappingProxyType(dict(self.trl_fields)))
+        object.__setattr__(self, "trl_micro_batch", MappingProxyType(dict(self.trl_micro_batch)))
 
     @property
-    def trl_loss_type_fallback(self) -> str:
-        """The ``loss_type`` written for an aggregation TRL does not pair with this objective."""
-        if self.trl_fallback is not None:
-            return self.trl_fallback
-        return next(iter(self.trl.values())) if self.trl else "dapo"
+    def trl_loss_types(self) -> dict[str, tuple[str, bool]]:
+        """``{TRL loss_type: (aggregation, tokens counted per micro-batch)}`` for every loss type computing it."""
+        out = {lt: (agg, False) for agg, lt in (self.trl or {}).items()}
+        out.update({lt: (agg, True) for agg, lt in self.trl_micro_batch.items()})
+        return out
 
     def divergence_kind(self, params: Mapping[str, Any]) -> str | None:
         """``"tv"`` / ``"kl"`` when, with ``params``, the objective needs a top-K divergence; else ``None``."""
@@ -330,10 +388,17 @@ _REQUIRED: Any = object()
 
 def register_objective(name: str, fn: Callable[..., ObjectiveOut], *, params: tuple[str, ...] = (),
                        inputs: tuple[str, ...] = (), trl: Mapping[str, str] | None = _REQUIRED,
-                       trl_fields: Mapping[str, str] | None = None, trl_fallback: str | None = None,
+                       trl_fields: Mapping[str, str | None] | None = None,
+                       trl_micro_batch: Mapping[str, str] | None = None, trl_fallback: str | None = None,
                        topk_divergence: Callable[[Mapping[str, Any]], str | None] | None = None,
                        replace: bool = False) -> Objective:
-    """Add an objective to :data:`OBJECTIVES` (see :class:`Objective`); ``trl`` is required (``None``: not in TRL)."""
+    """Add an objective to :data:`OBJECTIVES` (see :class:`Objective`).
+
+    ``trl`` is required (``None``: not in TRL), and so is a ``trl_fields`` entry for every parameter (``None`` where
+    ``GRPOConfig`` has no field for it): a parameter left out would be read from nowhere and a config's value for it
+    silently ignored.  ``trl_fallback`` is accepted from older registrations and ignored: for a combination TRL does
+    not compute, ``grpo_config`` writes a ``loss_type`` naming the objective, which TRL's own trainer refuses.
+    """
     if trl is _REQUIRED:
         raise TypeError(f"register_objective({name!r}): say how TRL computes it: trl={{aggregation: loss_type}} or "
                         "trl=None (TRL cannot; the bridge's loss does)")
@@ -343,8 +408,20 @@ def register_objective(name: str, fn: Callable[..., ObjectiveOut], *, params: tu
     if unknown:
         raise ValueError(f"objective {name!r}: unknown inputs {sorted(unknown)}; policy_loss passes "
                          f"{', '.join(OBJECTIVE_INPUT_NAMES)}")
-    entry = Objective(name, fn, tuple(params), tuple(inputs), trl, dict(trl_fields or {}), trl_fallback,
-                      topk_divergence)
+    fields = dict(trl_fields or {})
+    missing = [p for p in params if p not in fields]
+    if missing:
+        raise TypeError(f"register_objective({name!r}): trl_fields must say which GRPOConfig field sets each parameter; "
+                        f"missing {missing}: add e.g. trl_fields={{{missing[0]!r}: {missing[0]!r}}}, or "
+                        f"{{{missing[0]!r}: None}} where GRPOConfig has no such field")
+    extra = [p for p in fields if p not in params]
+    if extra:
+        raise ValueError(f"register_objective({name!r}): trl_fields names {extra}, which are not among params {params}")
+    if trl_fallback is not None:
+        warnings.warn(f"register_objective({name!r}): trl_fallback is no longer used (grpo_config names a combination "
+                      "TRL lacks in loss_type, so TRL's own trainer refuses it)", DeprecationWarning, stacklevel=2)
+    entry = Objective(name, fn, tuple(params), tuple(inputs), trl=trl, trl_fields=fields,
+                      trl_micro_batch=dict(trl_micro_batch or {}), topk_divergence=topk_divergence)
     return OBJECTIVES.add(name, entry, replace=replace)
 
 
@@ -358,7 +435,7 @@ register_objective("clip", clipped_surrogate, params=("epsilon", "epsilon_high",
                    trl_fields={**_EPS_FIELDS, "delta": "delta"},
                    trl={"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo",
                         "seq_mean_token_sum": "luspo"},
-                   trl_fallback="dapo")
+                   trl_micro_batch={"token_mean": "bnpo"})  # bnpo: dapo's token mean over each micro-batch's tokens
 register_objective("sapo", sapo_surrogate, params=("tau_pos", "tau_neg"), trl={"seq_mean_token_mean": "sapo"},
                    trl_fields={"tau_pos": "sapo_temperature_pos", "tau_neg": "sapo_temperature_neg"})
 register_objective("cispo", cispo_surrogate, params=("epsilon_high",), inputs=("logp",),
@@ -367,8 +444,14 @@ register_objective("vespo", vespo_surrogate, params=("k_pos", "lambda_pos", "k_n
                    inputs=("logp", "log_ratio", "mask", "is_weights"), trl={"token_mean": "vespo"},
                    trl_fields={p: f"vespo_{p}" for p in ("k_pos", "lambda_pos", "k_neg", "lambda_neg")})
 register_objective("dppo", dppo_surrogate, params=("kind", "delta_low", "delta_high", "ratio_cap"),
-                   inputs=("logp", "anchor_logp", "divergence"), trl=None, trl_fallback="dapo",
+                   inputs=("logp", "anchor_logp", "divergence"), trl=None,
+                   trl_fields={p: None for p in ("kind", "delta_low", "delta_high", "ratio_cap")},  # loss_options
                    topk_divergence=_dppo_topk)
+# GMPO: TRL's GRPOTrainer has no such loss_type (TRL ships it as trl.experimental.gmpo.GMPOTrainer); the bridge's
+# loss computes it, and grpo_config writes loss_type="gmpo", which TRL's GRPOTrainer refuses.  GMPOConfig's epsilon /
+# epsilon_high are the same GRPOConfig fields, read as log-space bounds.
+register_objective("gmpo", gmpo_surrogate, params=("epsilon", "epsilon_high"), inputs=("logp", "old_logp", "mask"),
+                   trl=None, trl_fields=_EPS_FIELDS)
 
 
 class _InputsView(Mapping):

@@ -12,7 +12,7 @@ switching on names.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 __all__ = ["Registry"]
@@ -30,6 +30,7 @@ class Registry(Mapping[str, E], Generic[E]):
     def __init__(self, kind: str) -> None:
         self.kind = kind  # what one entry is called in error messages, e.g. "advantage scale"
         self._entries: dict[str, E] = {}
+        self._checks: list[Callable[[E], None]] = []
 
     def __getitem__(self, name: str) -> E:
         return self._entries[name]
@@ -56,8 +57,20 @@ class Registry(Mapping[str, E], Generic[E]):
             raise ValueError(f"a {self.kind} needs a non-empty string name, got {name!r}")
         if name in self._entries and not replace:
             raise ValueError(f"{self.kind} {name!r} is already registered (pass replace=True to overwrite it)")
+        for check in self._checks:
+            check(entry)
         self._entries[name] = entry
         return entry
+
+    def add_check(self, check: Callable[[E], None]) -> None:
+        """Run ``check(entry)`` on every entry now and on every one added later; it raises to refuse an entry.
+
+        For what only a higher layer can verify: the TRL bridge checks that the ``GRPOConfig`` fields an entry names
+        exist (the core does not import TRL).  An entry already registered that fails raises here.
+        """
+        for entry in self._entries.values():
+            check(entry)
+        self._checks.append(check)
 
     def unregister(self, name: str) -> E:
         """Remove and return the entry called ``name`` (for experiments and tests that register throwaway pieces)."""

@@ -15,7 +15,8 @@ and the TRL bridge read everything from the registries.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -29,11 +30,83 @@ from .objectives import OBJECTIVES, Objective
 from .ratios import RATIO_LEVELS, RatioLevel
 from .registry import Registry
 
-__all__ = ["Variant", "VARIANTS", "register", "get_variant", "list_variants", "variant_advantages"]
+__all__ = ["Variant", "VARIANTS", "register", "get_variant", "list_variants", "variant_advantages", "NOT_IN_TRL",
+           "TRAIN_DEFAULTS", "register_train_default"]
 
 
 def _frozen(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(d or {}))
+
+
+class _NotInTRL(Mapping[str, Any]):
+    """The type of :data:`NOT_IN_TRL`: an empty read-only mapping that is not ``{}``, so that "TRL's ``GRPOTrainer``
+    cannot compute this variant" is said, never implied by an empty mapping."""
+
+    _instance: _NotInTRL | None = None
+
+    def __new__(cls) -> _NotInTRL:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "NOT_IN_TRL"
+
+    def __reduce__(self) -> str:
+        return "NOT_IN_TRL"  # pickles and copies as the module's one instance
+
+
+#: A variant's ``trl`` when TRL 1.16's ``GRPOTrainer`` does not compute it (a piece has no TRL setting): no
+#: ``GRPOConfig`` fields reproduce it, and the TRL bridge's ``GRPOLessonsTrainer`` trains it.  It reads as an empty
+#: mapping (``v.trl.get(...)``, ``dict(v.trl)``) but ``v.trl is NOT_IN_TRL`` says it on purpose.
+NOT_IN_TRL: Mapping[str, Any] = _NotInTRL()
+
+#: The keys a variant's ``train_defaults`` may hold, each with what it means and who reads it.  :class:`Variant`
+#: refuses any other key: a misspelt ``"betta"`` would otherwise be dropped and the run trained with beta = 0.
+#: :func:`register_train_default` adds a key.
+TRAIN_DEFAULTS: Registry[str] = Registry("train default")
+
+
+def register_train_default(name: str, meaning: str, *, replace: bool = False) -> str:
+    """Allow ``name`` in ``Variant.train_defaults``; ``meaning`` says what it sets and who reads it."""
+    if not isinstance(meaning, str) or not meaning:
+        raise ValueError(f"train default {name!r}: say what it sets and who reads it")
+    return TRAIN_DEFAULTS.add(name, meaning, replace=replace)
+
+
+for _key, _meaning in (
+    ("beta", "KL coefficient: TrainConfig.resolve and grpo_config (GRPOConfig beta)"),
+    ("learning_rate", "the paper's learning rate: grpo_config (GRPOConfig learning_rate) and trl_train's default"),
+    ("mask_truncated_completions", "DAPO's overlong filtering: TrainConfig.resolve and grpo_config"),
+    ("dynamic_sampling", "DAPO's dynamic sampling (drop all-equal groups, refill): TrainConfig.resolve, the CLI"),
+    ("group_size", "the paper's group size G; the trainers use it only when group_size_defines_method is set"),
+    ("group_size_defines_method", "True when G is the method (2-GRPO): TrainConfig and grpo_config fix G"),
+    ("prompts_per_step", "prompts (groups) per step: TrainConfig.resolve"),
+    ("max_completion_length", "the paper's completion budget in tokens (recorded; runs set their own)"),
+    ("overlong_cache_len", "the paper's soft overlong-penalty window (recorded; TrainConfig.overlong_cache_len sets it)"),
+):
+    register_train_default(_key, _meaning)
+
+
+def _unknown_keys(what: str, given, known) -> str | None:
+    """``"what has 'x' (did you mean 'y'?)"`` for the keys of ``given`` not in ``known``, else None."""
+    bad = [k for k in given if k not in known]
+    if not bad:
+        return None
+    hints = []
+    for k in bad:
+        close = difflib.get_close_matches(str(k), [str(n) for n in known], n=1, cutoff=0.6)
+        hints.append(f"{k!r}" + (f" (did you mean {close[0]}?)" if close else ""))
+    return f"{what} has unknown key(s) {', '.join(hints)}; known: {', '.join(sorted(known)) or 'none'}"
 
 
 @dataclass(frozen=True)
@@ -47,9 +120,10 @@ class Variant:
     objective: str
     aggregation: str
     citation: str
-    loss_defaults: Mapping[str, Any] = field(default_factory=dict)  # read by policy_loss
-    train_defaults: Mapping[str, Any] = field(default_factory=dict)  # read by the trainer (beta, G, lr, ...)
-    trl: Mapping[str, Any] = field(default_factory=dict)  # GRPOConfig fields reproducing the method
+    loss_defaults: Mapping[str, Any] = field(default_factory=dict)  # read by policy_loss: the objective's params
+    train_defaults: Mapping[str, Any] = field(default_factory=dict)  # read by the trainers: keys of TRAIN_DEFAULTS
+    # GRPOConfig fields reproducing the method beyond what its pieces imply, or NOT_IN_TRL; None: read off the pieces
+    trl: Mapping[str, Any] | None = None
     notebook: str = ""
     notes: str = ""
 
@@ -61,9 +135,33 @@ class Variant:
                 problems.append(f"{piece} {getattr(self, piece)!r} not in {tuple(registry)}")
         if problems:
             raise ValueError(f"variant {self.name!r}: " + "; ".join(problems))
+        # A key nothing reads is a key silently dropped (a misspelt epsilon_high keeps the default clip range).
+        for what, given, known in (("loss_defaults", self.loss_defaults,
+                                    f"the {self.objective} objective's parameters"),
+                                   ("train_defaults", self.train_defaults, "TRAIN_DEFAULTS (register_train_default)")):
+            keys = self.objective_piece.params if what == "loss_defaults" else tuple(TRAIN_DEFAULTS)
+            bad = _unknown_keys(what, given or {}, keys)
+            if bad:
+                problems.append(f"{bad} ({known})")
+        in_trl = self.in_trl
+        if self.trl is None:
+            trl = {} if in_trl else NOT_IN_TRL  # left out: what the pieces say
+        elif self.trl is NOT_IN_TRL:
+            if in_trl:
+                problems.append("trl=NOT_IN_TRL, but TRL computes every piece (advantage scale, ratio level, the "
+                                "objective with this aggregation): name the GRPOConfig fields that reproduce it, or "
+                                "leave trl out")
+            trl = NOT_IN_TRL
+        else:
+            trl = self.trl
+            if not in_trl:
+                problems.append(f"trl={dict(trl)!r} names GRPOConfig fields, but TRL's GRPOTrainer lacks a piece "
+                                f"(see Variant.in_trl): pass trl=NOT_IN_TRL (an empty mapping no longer means it)")
+        if problems:
+            raise ValueError(f"variant {self.name!r}: " + "; ".join(problems))
         object.__setattr__(self, "loss_defaults", _frozen(self.loss_defaults))
         object.__setattr__(self, "train_defaults", _frozen(self.train_defaults))
-        object.__setattr__(self, "trl", _frozen(self.trl))
+        object.__setattr__(self, "trl", trl if trl is NOT_IN_TRL else _frozen(trl))
 
     @property
     def fixed_group_size(self) -> int | None:
@@ -247,7 +345,7 @@ register(Variant(
     citation="Zheng et al. 2025, arXiv 2507.18071, Eq. (13)",
     loss_defaults={"epsilon": 3e-4, "epsilon_high": 4e-4},
     train_defaults={"beta": 0.0},
-    trl={},  # TRL 1.16 has only "token" and "sequence" levels: use GRPOLessonsTrainer
+    trl=NOT_IN_TRL,  # TRL 1.16 has only "token" and "sequence" levels: use GRPOLessonsTrainer
     notebook="08_gspo.ipynb",
     notes="sg[s_i] * pi/sg[pi]: GSPO's value with a per-token gradient (per-token advantages possible).",
 ))
@@ -321,7 +419,7 @@ for _kind, _delta, _what in (
         citation=_DPPO,
         loss_defaults={"kind": _kind, "delta_low": _delta, "delta_high": _delta, "ratio_cap": 3.0},
         train_defaults={"beta": 0.0},
-        trl={},  # not in TRL 1.16: GRPOLessonsTrainer computes it
+        trl=NOT_IN_TRL,  # not in TRL 1.16: GRPOLessonsTrainer computes it
         notebook="13_dppo.ipynb",
         notes=f"-A sg(min(p/mu, 3)) M log p; M drops a token that moved beyond delta = {_delta} in {_what}, in the "
               "direction its advantage pushes. mu = sampler log-probs when given, else pi_old."
@@ -335,7 +433,7 @@ register(Variant(
     citation="Khatri et al. 2025, The Art of Scaling Reinforcement Learning Compute for LLMs, arXiv 2510.13786",
     loss_defaults={"epsilon_high": 5.0},
     train_defaults={"beta": 0.0},
-    trl={},  # TRL has neither prompt-level aggregation nor centred-advantage batch std: GRPOLessonsTrainer
+    trl=NOT_IN_TRL,  # TRL has neither prompt-level aggregation nor centred-advantage batch std: GRPOLessonsTrainer
     notebook="14_cispo_scalerl.ipynb",
     notes="CISPO loss (eps_max = 5), token mean within each prompt's group then mean over prompts, advantages "
           "r - mean_g divided by the batch std of those centred advantages (not TRL's std of raw rewards); "
@@ -364,7 +462,7 @@ register(Variant(
     citation="Choi et al. 2026, GOPO: Policy Optimization using Ranked Rewards, arXiv 2602.03876",
     loss_defaults={"epsilon": 0.2, "epsilon_high": None},
     train_defaults={},
-    trl={},  # not in TRL 1.16: GRPOLessonsTrainer replaces TRL's advantages by rank_advantages
+    trl=NOT_IN_TRL,  # not in TRL 1.16: GRPOLessonsTrainer replaces TRL's advantages by rank_advantages
     notebook="16_gopo.ipynb",
     notes="A = 2 - 4 (rank - 1)/(G - 1), rank 1 = best; invariant to monotonic reward transforms. Ties: the "
           "package's default is average ranks, so equal rewards get equal advantages and an all-tied group gets 0 "
@@ -382,8 +480,26 @@ register(Variant(
              "Human Feedback in LLMs, arXiv 2402.14740",
     loss_defaults={"epsilon": 0.2, "epsilon_high": None},
     train_defaults={"beta": 0.0},
-    trl={},  # TRL's GRPOTrainer has no leave-one-out scale: GRPOLessonsTrainer computes the advantages
+    trl=NOT_IN_TRL,  # TRL's GRPOTrainer has no leave-one-out scale: GRPOLessonsTrainer computes the advantages
     notebook="01_why_grpo.ipynb",
     notes="A_i = r_i - mean of the other G - 1 rewards = G/(G-1) (r_i - mean): no std division. TRL's own "
-          "RLOOTrainer computes the same advantages but a different loss (sequence-level ratio, KL in the reward).",
+          "RLOOTrainer computes the same advantages only at beta = 0 (its default 0.05 puts the KL into the reward), "
+          "and a different loss (sequence-level ratio).",
+))
+
+register(Variant(
+    name="gmpo",
+    title="GMPO (Geometric-Mean Policy Optimization)",
+    advantage_scale="group", ratio_level="token", objective="gmpo", aggregation="seq_mean_token_mean",
+    citation="Zhao et al. 2025, Geometric-Mean Policy Optimization, arXiv 2507.20673",
+    loss_defaults={"epsilon": 0.4, "epsilon_high": 0.4},  # log-space bounds: ratios in [e^-0.4, e^0.4]
+    train_defaults={"beta": 0.0},
+    trl=NOT_IN_TRL,  # GRPOTrainer has no GMPO loss (TRL ships trl.experimental.gmpo.GMPOTrainer): GRPOLessonsTrainer
+    notebook="08_gspo.ipynb",
+    notes="-A_i exp(mean_t clip_A(log r_t)): the geometric mean of the token ratios, each clipped in log space on the "
+          "side its advantage pushes (A > 0: log r <= eps_high; A < 0: log r >= -eps_low), then a mean over "
+          "sequences. TRL 1.16 computes the same loss in trl.experimental.gmpo.GMPOTrainer with "
+          "GMPOConfig(epsilon=0.4) (log-space epsilon / epsilon_high); its KL term is the per-sequence mean of k3 without the ratio weight "
+          "(policy_loss's kl_importance_weighted=False). With no token clipped the value is GSPO's sequence-ratio "
+          "objective without its clip.",
 ))

@@ -153,7 +153,8 @@ def resolve_variant(cfg: LabConfig) -> Variant:
     if unknown:
         raise ValueError(f"pieces must name advantage_scale, ratio_level, objective or aggregation; got {sorted(unknown)}")
     tag = ",".join(f"{k}={val}" for k, val in sorted(cfg.pieces.items()))
-    return dataclasses.replace(v, name=f"{v.name}[{tag}]", **dict(cfg.pieces))
+    # trl=None: what TRL can compute is read off the new pieces (the registered fields describe the old ones)
+    return dataclasses.replace(v, name=f"{v.name}[{tag}]", trl=None, **dict(cfg.pieces))
 
 
 def _check(cfg: LabConfig, task: LabTask) -> None:

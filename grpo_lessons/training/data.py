@@ -276,6 +276,33 @@ def countdown_rows(n: int, seed: int, spec: CountdownSpec = CountdownSpec(), *, 
 # ---------------------------------------------------------------------------------------------
 
 
+def _question_key(row: dict) -> str:
+    """A row's identity for keeping test questions out of train: its question."""
+    return row["question"]
+
+
+def _countdown_key(row: dict) -> str:
+    """A Countdown row's identity: its numbers and target (the same puzzle in other words is the same puzzle)."""
+    return f"{row['numbers']}->{row['target']}"
+
+
+def _question_prompt(task: Task, question: str | None = None, **fields) -> list[dict]:
+    """Chat messages for a question string, in the task spec's prompt style."""
+    if question is None:
+        raise ValueError(f"{task.name} prompts need a question string")
+    return make_messages(question, getattr(task.spec, "prompt_style", "plain"))
+
+
+def _countdown_prompt(task: Task, question: str | None = None, **fields) -> list[dict]:
+    """Countdown's system prompt and the puzzle (given as text, or as ``numbers=`` and ``target=``)."""
+    if question is None:
+        try:
+            question = countdown_question(fields["numbers"], fields["target"])
+        except KeyError as e:
+            raise ValueError("countdown prompts need numbers=... and target=...") from e
+    return [{"role": "system", "content": COUNTDOWN_SYSTEM}, {"role": "user", "content": question}]
+
+
 @dataclass(frozen=True)
 class Task:
     """A task: how to make its rows, how to prompt, and how to score.
@@ -296,6 +323,8 @@ class Task:
     seed: int = 0
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS  # the trainer's default completion budget for this task
     columns: tuple[str, ...] = ()
+    row_key: Callable[[dict], str] = _question_key  # a row's identity: no test row shares one with train
+    prompt_fn: Callable[..., list[dict]] = _question_prompt  # (task, question=None, **fields) -> chat messages
 
     def rows(self, split: str = "train", data_dir: str | os.PathLike | None = None) -> list[dict]:
         """All rows of ``split`` (``"train"`` or ``"test"``); the test split shares no question with train."""
@@ -326,23 +355,14 @@ class Task:
         return rows
 
     def _key(self, row: dict) -> str:
-        return row["question"] if self.name != "countdown" else f"{row['numbers']}->{row['target']}"
+        return self.row_key(row)
 
     def prompt(self, question: str | None = None, **fields) -> list[dict]:
         """Chat messages for a new question, in this task's prompt style.
 
         ``task.prompt("What is 2 + 3?")`` for arithmetic; ``task.prompt(numbers=[3, 5, 7], target=22)`` for Countdown.
         """
-        if self.name == "countdown":
-            if question is None:
-                try:
-                    question = countdown_question(fields["numbers"], fields["target"])
-                except KeyError as e:
-                    raise ValueError("countdown prompts need numbers=... and target=...") from e
-            return [{"role": "system", "content": COUNTDOWN_SYSTEM}, {"role": "user", "content": question}]
-        if question is None:
-            raise ValueError(f"{self.name} prompts need a question string")
-        return make_messages(question, getattr(self.spec, "prompt_style", "plain"))
+        return self.prompt_fn(self, question, **fields)
 
     def with_spec(self, **changes) -> "Task":
         """A copy with a different difficulty / prompt style, e.g. ``task.with_spec(ops="+-*")``."""
@@ -377,6 +397,8 @@ TASKS: dict[str, Task] = {
         reward_weights=(1.0, 0.1),
         sizes={"train": 400, "test": 200},
         columns=("numbers", "target"),
+        row_key=_countdown_key,
+        prompt_fn=_countdown_prompt,
     ),
 }
 
@@ -473,7 +495,7 @@ def load_gsm8k(split: str = "test", *, limit: int | None = None, system: str = S
         import datasets
     except ImportError:
         raise RuntimeError("load_gsm8k needs the `datasets` package, part of the `train` extra: "
-                           "pip install 'grpo-lessons[train]'") from None
+                           "pip install '.[train]' in a checkout of grpo-lessons") from None
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
     if not offline and not _hub_reachable():
         # Fail in a few seconds instead of the hub client's ~25 s of retries.
