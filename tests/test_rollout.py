@@ -308,8 +308,7 @@ def test_the_samples_ignore_the_models_generation_config(tok):
                                  generator_seed=4)
         assert torch.equal(a.completion_ids, b.completion_ids)
         assert torch.equal(a.sampling_logps, b.sampling_logps)
-    for k, v in dict(suppress_tokens=[5], forced_eos_token_id=2, max_new_tokens=3, min_new_tokens=2,
-                     bad_words_ids=[[7]]).items():
+    for k, v in dict(suppress_tokens=[5], forced_eos_token_id=2, min_new_tokens=2, bad_words_ids=[[7]]).items():
         m = tiny_qwen(tok)
         setattr(m.generation_config, k, v)
         with pytest.raises(ValueError, match=k):

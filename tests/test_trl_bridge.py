@@ -93,7 +93,10 @@ EXPECTED = {  # the papers' settings (each registry entry cites its arXiv id), a
     "dapo": {"loss_type": "dapo", "epsilon": 0.2, "epsilon_high": 0.28, "mask_truncated_completions": True,
              "beta": 0.0},
     "gspo": {"loss_type": "grpo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4},
-    "gspo_token": {"loss_type": "grpo", "importance_sampling_level": "token", "epsilon": 3e-4, "epsilon_high": 4e-4},
+    # a piece TRL's GRPOTrainer lacks is written under its own name, which that trainer refuses (GRPOLessonsTrainer
+    # reads it): a config for a variant TRL does not compute cannot make TRL train another one
+    "gspo_token": {"loss_type": "grpo", "importance_sampling_level": "sequence_token", "epsilon": 3e-4,
+                   "epsilon_high": 4e-4},
     "luspo": {"loss_type": "luspo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4,
               "beta": 0.0},
     "sapo": {"loss_type": "sapo", "sapo_temperature_pos": 1.0, "sapo_temperature_neg": 1.05, "beta": 0.0},
@@ -101,17 +104,22 @@ EXPECTED = {  # the papers' settings (each registry entry cites its arXiv id), a
     "cispo": {"loss_type": "cispo", "epsilon_high": 5.0, "scale_rewards": "group", "beta": 0.0},
     "vespo": {"loss_type": "vespo", "vespo_k_pos": 2.0, "vespo_lambda_pos": 3.0, "vespo_k_neg": 3.0,
               "vespo_lambda_neg": 2.0, "beta": 0.0},
-    # not in TRL: the subclass computes the loss; loss_type only picks TRL's normaliser family
-    "dppo_binary_tv": {"loss_type": "dapo", "beta": 0.0},
-    "dppo_binary_kl": {"loss_type": "dapo", "beta": 0.0},
-    "dppo_topk_tv": {"loss_type": "dapo", "beta": 0.0},
-    "dppo_topk_kl": {"loss_type": "dapo", "beta": 0.0},
-    # ScaleRL: CISPO's cap; TRL's "none" advantages, rescaled by the subclass (batch_centered)
-    "scalerl": {"loss_type": "cispo", "epsilon_high": 5.0, "scale_rewards": "none", "beta": 0.0},
+    # not in TRL: the subclass computes the loss
+    "dppo_binary_tv": {"loss_type": "dppo", "beta": 0.0},
+    "dppo_binary_kl": {"loss_type": "dppo", "beta": 0.0},
+    "dppo_topk_tv": {"loss_type": "dppo", "beta": 0.0},
+    "dppo_topk_kl": {"loss_type": "dppo", "beta": 0.0},
+    # ScaleRL: CISPO's cap with a prompt-level mean (TRL has CISPO with a token mean only) and centred advantages
+    # over the batch std
+    "scalerl": {"loss_type": "cispo+prompt_mean", "epsilon_high": 5.0, "scale_rewards": "batch_centered",
+                "beta": 0.0},
     "gdpo": {"loss_type": "grpo", "multi_objective_aggregation": "normalize_then_sum", "epsilon": 0.2},
-    "gopo": {"loss_type": "dapo", "multi_objective_aggregation": "sum_then_normalize", "scale_rewards": "group"},
-    # RLOO: GRPO's loss; TRL's "none" advantages are r - mean_g, the subclass computes G/(G-1) of them
-    "rloo": {"loss_type": "grpo", "scale_rewards": "none", "importance_sampling_level": "token", "beta": 0.0},
+    "gopo": {"loss_type": "dapo", "multi_objective_aggregation": "sum_then_normalize", "scale_rewards": "rank"},
+    # RLOO: GRPO's loss with leave-one-out advantages (TRL's "none" would give r - mean_g, (G-1)/G of them)
+    "rloo": {"loss_type": "grpo", "scale_rewards": "leave_one_out", "importance_sampling_level": "token",
+             "beta": 0.0},
+    # GMPO: TRL ships it as trl.experimental.gmpo.GMPOTrainer, whose GMPOConfig reads these same fields (log space)
+    "gmpo": {"epsilon": 0.4, "epsilon_high": 0.4, "scale_rewards": "group", "beta": 0.0},
 }
 
 
@@ -122,8 +130,9 @@ def test_grpo_config_maps_each_variant_to_the_papers_settings(variant):
     assert isinstance(cfg, GRPOConfig)
     for field, value in EXPECTED[variant].items():
         assert getattr(cfg, field) == value, (variant, field, getattr(cfg, field), value)
-    scale = get_variant(variant).scale_piece  # the registry says which TRL fields give (or approach) its advantages
-    for field, value in (scale.trl if scale.trl is not None else scale.trl_fallback).items():
+    scale = get_variant(variant).scale_piece  # the registry says which TRL fields give its advantages, if any
+    own = {"multi_objective_aggregation": "sum_then_normalize", "scale_rewards": scale.name}  # TRL refuses the name
+    for field, value in (scale.trl if scale.trl is not None else own).items():
         assert getattr(cfg, field) == value, (variant, field)
     assert cfg.report_to in ("none", [], ["none"])
 

@@ -57,8 +57,10 @@ class AdvantageScale:
     ``trl`` tells the TRL bridge how TRL 1.16's ``GRPOTrainer`` computes these advantages: the ``GRPOConfig``
     fields under which its own advantages *are* these (e.g. ``{"scale_rewards": "group",
     "multi_objective_aggregation": "sum_then_normalize"}``), or ``None`` when no setting gives them, and
-    ``GRPOLessonsTrainer`` then replaces TRL's advantages by ``fn``'s.  ``trl_fallback``: the fields
-    ``grpo_config`` writes when ``trl`` is None (the nearest TRL setting, which only TRL's own logs see).
+    ``GRPOLessonsTrainer`` then replaces TRL's advantages by ``fn``'s.  For a scale with ``trl=None``,
+    ``grpo_config`` writes the scale's own name as ``scale_rewards`` (TRL's own trainer refuses it), and
+    ``trl_fallback`` holds the nearest TRL setting, the one ``GRPOLessonsTrainer`` runs TRL's scoring and reward
+    logs with before it replaces the advantages (TRL's defaults where it is empty).
     """
 
     name: str
@@ -423,8 +425,11 @@ def leave_one_out_advantages(rewards, group_size: int, *, allow_unscored: bool =
 
     No std division: the baseline of each sample leaves that sample out, so it is independent of it and the
     estimate stays unbiased.  A group whose rewards are all equal gets exactly 0.
-    TRL 1.16 ``RLOOTrainer`` (``normalize_advantages=False``, its default) computes the same numbers; veRL
-    ``adv_estimator="rloo"``.  TRL's ``GRPOTrainer`` has no setting for it: ``GRPOLessonsTrainer`` computes it.
+    TRL 1.16 ``RLOOTrainer`` (``normalize_advantages=False``, its default) computes the same numbers only with
+    ``beta = 0`` (its default is 0.05): with ``beta > 0`` it first subtracts ``beta`` times each completion's summed
+    per-token ``log pi_old - log pi_ref`` from its reward (the KL as a reward penalty, RLOO's paper), so its
+    advantages are those of the penalised rewards, while GRPO-style trainers here add the KL to the loss instead.
+    veRL ``adv_estimator="rloo"``.  TRL's ``GRPOTrainer`` has no setting for it: ``GRPOLessonsTrainer`` computes it.
 
     ``allow_unscored=True``: NaN rows (unscorable) are left out of their group's baseline, ``G`` becomes the
     number of scored completions, and they get advantage 0, as does a group with fewer than 2 scored

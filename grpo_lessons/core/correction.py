@@ -129,7 +129,8 @@ def rollout_weights(
 
     NaN/inf in either input at a completion token is an error: TRL silently turns a NaN sampler
     log-prob (a token vLLM could not score) into ``rho = 1``; to do the same, pass
-    ``torch.where(sampling_logp.isnan(), old_logp, sampling_logp)`` (the bridge trainer does).
+    ``torch.where(sampling_logp.isnan(), old_logp, sampling_logp)``, or call :func:`grpo_lessons.policy_loss` with
+    ``allow_unscored_tokens=True`` (the bridge trainer does), which also reads them as TRL's off-policy mask does.
 
     Raises ``ValueError`` for a shape mismatch, an unknown ``mode``, ``clip_min >= clip_max`` or a
     negative bound, or NaN/inf of ``old_logp`` where ``mask`` is 1.

@@ -22,7 +22,8 @@ Two pieces:
   TRL has natively, this path and TRL's give the same loss and gradients on the same batch.
 
 :func:`make_trainer` picks TRL's own trainer where TRL has the variant and nothing else is asked
-for, and the subclass otherwise.
+for, and the subclass otherwise.  :func:`resolve_variant` is the one place that decides what trains from a variant,
+a config and its overridden fields; the trainers, :func:`make_trainer` and :func:`variant_for_config` all ask it.
 
 The subclass is a drop-in for ``GRPOTrainer``: every ``GRPOConfig`` TRL accepts builds and trains, with
 :func:`grpo_lessons.policy_loss` where the registry has the exact computation (every ``loss_type`` at either
@@ -47,11 +48,12 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from grpo_lessons.core.advantages import ADVANTAGE_SCALES
+from grpo_lessons.core.advantages import ADVANTAGE_SCALES, AdvantageScale
 from grpo_lessons.core.correction import CORRECTION_MODES
 from grpo_lessons.core.divergence import topk_divergence
 from grpo_lessons.core.entropy import adaptive_entropy_coef, entropy_pool, gated_entropy_coef, high_entropy_mask
 from grpo_lessons.core.losses import policy_loss
+from grpo_lessons.core.objectives import OBJECTIVES, Objective
 from grpo_lessons.core.ratios import RATIO_LEVELS
 from grpo_lessons.core.shaping import informative_groups
 from grpo_lessons.core.variants import VARIANTS, Variant, get_variant, variant_advantages
@@ -63,6 +65,7 @@ __all__ = [
     "machine_precision",
     "trl_supports",
     "variant_for_config",
+    "resolve_variant",
     "GRPOLessonsTrainer",
     "make_trainer",
     "select_rows",
@@ -73,8 +76,12 @@ __all__ = [
 
 # Registry train_defaults that map one-to-one onto GRPOConfig fields.
 _TRAIN_FIELDS = ("beta", "learning_rate", "mask_truncated_completions")
-# TRL loss types that normalise a token mean by the micro-batch's own tokens (not the generation batch's).
-_MICRO_BATCH_TOKEN_MEANS = ("bnpo",)
+# The GRPOConfig fields that decide what TRL computes (beside num_generations where G defines a method): the
+# objective with its aggregation, the importance ratio, and the advantages.
+_LOSS_TYPE, _RATIO_FIELD = "loss_type", "importance_sampling_level"
+_SCALE_FIELDS = ("multi_objective_aggregation", "scale_rewards")
+# GRPOConfig's own defaults: what TRL's scoring runs with when a config names advantages TRL lacks.
+_TRL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GRPOConfig) if f.default is not dataclasses.MISSING}
 
 
 @dataclasses.dataclass
@@ -108,6 +115,91 @@ def config_fields() -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(GRPOConfig) if f.init)
 
 
+def _unknown_names(names, valid) -> str | None:
+    """``"'x' (did you mean y?)"`` for each of ``names`` not in ``valid``; None when all are valid."""
+    hints = []
+    for name in names:
+        if name not in valid:
+            close = difflib.get_close_matches(str(name), sorted(valid), n=3, cutoff=0.6)
+            hints.append(f"{name!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+    return "; ".join(hints) or None
+
+
+def _check_variant_fields(v: Variant) -> None:
+    """A variant's ``trl`` names GRPOConfig fields only (run on every registered variant: a misspelt field would
+    otherwise be passed to GRPOConfig or, worse, never read)."""
+    bad = _unknown_names(v.trl, config_fields())
+    if bad:
+        raise ValueError(f"variant {v.name!r}: trl has no GRPOConfig field {bad}")
+
+
+def _check_objective_fields(obj: Objective) -> None:
+    """An objective's ``trl_fields`` map its parameters to GRPOConfig fields that exist (or None)."""
+    bad = _unknown_names([f for f in obj.trl_fields.values() if f is not None], config_fields())
+    if bad:
+        raise ValueError(f"objective {obj.name!r}: trl_fields names no GRPOConfig field {bad}")
+
+
+# Loading the bridge checks every registered variant and objective, and every one registered later.
+VARIANTS.add_check(_check_variant_fields)
+OBJECTIVES.add_check(_check_objective_fields)
+
+
+# -- what TRL's fields select, read off the registries ------------------------------------------------------
+
+def _trl_loss_types() -> dict[str, list[tuple[str, str, bool]]]:
+    """``{TRL loss_type: [(objective, aggregation, tokens counted per micro-batch), ...]}`` from the objectives."""
+    table: dict[str, list[tuple[str, str, bool]]] = {}
+    for obj in OBJECTIVES.values():
+        for loss_type, (agg, micro) in obj.trl_loss_types.items():
+            table.setdefault(loss_type, []).append((obj.name, agg, micro))
+    return table
+
+
+def _trl_levels() -> dict[str, str]:
+    """``{TRL importance_sampling_level: ratio level}``."""
+    return {r.trl: r.name for r in RATIO_LEVELS.values() if r.trl is not None}
+
+
+def _sum_first() -> dict[str, Any]:
+    """The multi_objective_aggregation under which TRL reads ``scale_rewards`` (its sum-first setting)."""
+    found = {s.trl["multi_objective_aggregation"] for s in ADVANTAGE_SCALES.values()
+             if s.trl is not None and "scale_rewards" in s.trl and "multi_objective_aggregation" in s.trl}
+    return {"multi_objective_aggregation": found.pop() if len(found) == 1 else _TRL_DEFAULTS["multi_objective_aggregation"]}
+
+
+def _scale_fields(scale: AdvantageScale) -> dict[str, Any]:
+    """The advantage fields ``grpo_config`` writes for ``scale``: its TRL setting, or, for a scale TRL lacks, its own
+    name as ``scale_rewards`` (which TRL's ``GRPOTrainer`` refuses, so it cannot train other advantages)."""
+    if scale.trl is not None:
+        return dict(scale.trl)
+    return {**_sum_first(), "scale_rewards": scale.name}
+
+
+def _loss_type_field(v: Variant) -> str:
+    """The ``loss_type`` of ``v``'s objective with its aggregation: TRL's where TRL has it, else a name TRL refuses
+    (the objective's, or ``objective+aggregation`` where TRL has the objective with other aggregations)."""
+    obj = v.objective_piece
+    trl_name = (obj.trl or {}).get(v.aggregation)
+    if trl_name is not None:
+        return trl_name
+    own = obj.name if obj.trl is None else f"{obj.name}+{v.aggregation}"
+    return own if own not in _trl_loss_types() else f"{obj.name}+{v.aggregation}"
+
+
+def _ratio_field(v: Variant) -> str:
+    """``importance_sampling_level``: TRL's for the ratio level, else the level's own name (TRL refuses it)."""
+    return v.ratio_piece.trl if v.ratio_piece.trl is not None else v.ratio_level
+
+
+def _scale_of(args) -> str | None:
+    """The registered advantage scale ``args``' advantage fields select (TRL's setting or a scale's own name)."""
+    for scale in ADVANTAGE_SCALES.values():
+        if _matches(args, _scale_fields(scale)):
+            return scale.name
+    return None
+
+
 def trl_supports(variant: str | Variant) -> bool:
     """Whether TRL 1.16's own ``GRPOTrainer`` computes ``variant``: every piece's registry entry has a TRL setting
     (:attr:`grpo_lessons.core.variants.Variant.in_trl`)."""
@@ -117,18 +209,17 @@ def trl_supports(variant: str | Variant) -> bool:
 def _derived_fields(v: Variant) -> dict[str, Any]:
     """GRPOConfig fields read off the registry entries of the variant's pieces and its paper defaults (before
     its explicit ``.trl``)."""
-    obj, scale = v.objective_piece, v.scale_piece
+    obj = v.objective_piece
     fields: dict[str, Any] = {
-        # the TRL loss_type computing this objective with this aggregation, else the nearest (our loss computes it)
-        "loss_type": (obj.trl or {}).get(v.aggregation, obj.trl_loss_type_fallback),
-        # a ratio level TRL lacks (GSPO-token) is computed by our loss, so TRL is told "token"
-        "importance_sampling_level": v.ratio_piece.trl or "token",
-        # the fields under which TRL's advantages are this scale's, else the nearest (the subclass recomputes)
-        **(scale.trl if scale.trl is not None else scale.trl_fallback),
+        # a piece TRL lacks is written under its own name, which TRL's GRPOTrainer refuses (GRPOLessonsTrainer
+        # reads it): a config for GSPO-token, DPPO or GOPO cannot make TRL train another method
+        _LOSS_TYPE: _loss_type_field(v),
+        _RATIO_FIELD: _ratio_field(v),
+        **_scale_fields(v.scale_piece),
     }
     for param in v.loss_params:
         value = v.loss_defaults.get(param)
-        if value is not None and param in obj.trl_fields:  # e.g. DPPO's options have no GRPOConfig field
+        if value is not None and obj.trl_fields.get(param) is not None:  # DPPO's options have no GRPOConfig field
             fields[obj.trl_fields[param]] = value
     for name in _TRAIN_FIELDS:
         if name in v.train_defaults:
@@ -155,17 +246,22 @@ def grpo_config(variant: str | Variant = "grpo", *, rollout_correction: str | No
     group size defines the method (2-GRPO) — the papers' G = 64 / 16 and 20k-token completions are
     not laptop settings; pass ``num_generations=``, ``max_completion_length=`` to set them.
 
+    An override of a field that decides what trains (``loss_type``, ``importance_sampling_level``,
+    ``scale_rewards``, ``multi_objective_aggregation``) changes that piece of the variant, and the config still names
+    the variant: ``grpo_config("gopo", loss_type="bnpo")`` trains GOPO's rank advantages with bnpo's token mean
+    (:func:`variant_for_config` names the result ``gopo[loss_type=bnpo]``).  Where the pieces do not compose (a
+    ``loss_type`` of another objective, whose hyper-parameters would not carry over; a group size that defines the
+    method; a value no registry knows) it raises ``ValueError`` naming the variant and the field.  A piece TRL's
+    own ``GRPOTrainer`` lacks is written under its own name (``grpo_config("gopo").scale_rewards == "rank"``,
+    ``grpo_config("dppo_binary_tv").loss_type == "dppo"``), which TRL's trainer refuses: only
+    :class:`GRPOLessonsTrainer` trains such a config.
+
     Raises ``TypeError`` naming the closest valid fields for an override GRPOConfig does not have.
     """
     v = get_variant(variant)
-    valid = config_fields()
-    unknown = sorted(set(overrides) - valid)
+    unknown = _unknown_names(sorted(overrides), config_fields())
     if unknown:
-        hints = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
-            hints.append(f"{name!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
-        raise TypeError(f"grpo_config({v.name!r}): GRPOConfig has no field " + "; ".join(hints))
+        raise TypeError(f"grpo_config({v.name!r}): GRPOConfig has no field {unknown}")
     fields = _derived_fields(v)
     fields.update(v.trl)
     fields.update(machine_precision())
@@ -183,14 +279,16 @@ def grpo_config(variant: str | Variant = "grpo", *, rollout_correction: str | No
                       vllm_importance_sampling_clip_max=rollout_clip_max,
                       vllm_importance_sampling_clip_min=rollout_clip_min)
     fields.update(overrides)
-    return GRPOLessonsConfig(variant=v.name, **fields)
+    cfg = GRPOLessonsConfig(variant=v.name, **fields)
+    _compose(v, cfg)  # an override that does not compose with the variant is refused here, naming both
+    return cfg
 
 
 def _trl_signature(v: Variant) -> dict[str, Any]:
     """The GRPOConfig fields that decide what TRL computes for ``v``: its loss_type, ratio level, the fields of
     its advantage scale, and the group size where that defines the method (2-GRPO)."""
     fields = {**_derived_fields(v), **v.trl}
-    keys = ["loss_type", "importance_sampling_level", *(v.scale_piece.trl or {})]
+    keys = [_LOSS_TYPE, _RATIO_FIELD, *_scale_fields(v.scale_piece)]
     if v.fixed_group_size is not None:
         keys.append("num_generations")
     return {k: fields[k] for k in keys}
@@ -204,28 +302,108 @@ def _pieces(v: Variant) -> tuple[str, str, str, str]:
     return (v.advantage_scale, v.ratio_level, v.objective, v.aggregation)
 
 
+def _compose(v: Variant, args) -> Variant:
+    """``v`` as ``args`` (a config made for it) train it: ``v`` itself while the deciding fields are the ones
+    :func:`grpo_config` writes for it; else ``v`` with the pieces the changed fields select, an unregistered
+    :class:`Variant` named after both (``"gopo[loss_type=bnpo]"``); ``ValueError`` naming both where they do not
+    compose."""
+    sig = _trl_signature(v)
+    changed = {k: getattr(args, k, None) for k in sig if getattr(args, k, None) != sig[k]}
+    if not changed:
+        return v
+    where = f"grpo_config({v.name!r}) with " + ", ".join(f"{k}={val!r}" for k, val in changed.items())
+    if "num_generations" in changed:
+        same = [u.name for u in VARIANTS.values() if _pieces(u) == _pieces(v) and u.fixed_group_size is None]
+        raise ValueError(f"{where}: {v.name!r} is defined by num_generations={sig['num_generations']} ({v.title})"
+                         + (f"; for another group size use grpo_config({same[0]!r})" if same else ""))
+    pieces: dict[str, str] = {}
+    if _LOSS_TYPE in changed:
+        loss_type = changed[_LOSS_TYPE]
+        found = _trl_loss_types().get(loss_type)
+        if not found:
+            raise ValueError(f"{where}: loss_type={loss_type!r} is neither a loss type TRL computes "
+                             f"({', '.join(sorted(_trl_loss_types()))}) nor {v.name!r}'s own ({sig[_LOSS_TYPE]!r})")
+        mine = [agg for obj, agg, _ in found if obj == v.objective]
+        if not mine:
+            theirs = sorted({obj for obj, _, _ in found})
+            use = [u.name for u in VARIANTS.values() if u.in_trl and _trl_signature(u)[_LOSS_TYPE] == loss_type]
+            raise ValueError(
+                f"{where}: loss_type={loss_type!r} selects TRL's {' / '.join(theirs)} objective, and {v.name!r} is "
+                f"built on the {v.objective!r} objective, whose hyper-parameters do not carry over"
+                + (f"; use grpo_config({use[0]!r}) for that loss" if use else "")
+                + ", or register a variant with the pieces you want")
+        pieces["aggregation"] = mine[0]
+    if _RATIO_FIELD in changed:
+        level = changed[_RATIO_FIELD]
+        name = _trl_levels().get(level, level if level in RATIO_LEVELS else None)
+        if name is None:
+            raise ValueError(f"{where}: importance_sampling_level={level!r} is neither TRL's "
+                             f"({', '.join(sorted(_trl_levels()))}) nor a registered ratio level")
+        pieces["ratio_level"] = name
+    if any(k in changed for k in _SCALE_FIELDS):
+        scale = _scale_of(args)
+        if scale is None:
+            held = {k: getattr(args, k, None) for k in _SCALE_FIELDS}
+            raise ValueError(f"{where}: {held} select no registered advantage scale")
+        pieces["advantage_scale"] = scale
+    label = ", ".join(f"{k}={val}" for k, val in changed.items())
+    out = dataclasses.replace(v, name=f"{v.name}[{label}]", title=f"{v.title} with {label}", trl=None,
+                              **{k: val for k, val in pieces.items() if getattr(v, k) != val})
+    if out.in_trl:  # TRL computes the result: the config's deciding fields are its TRL fields
+        out = dataclasses.replace(out, trl={k: getattr(args, k) for k in sig})
+    return out
+
+
+def _refuse_unknown_values(args) -> None:
+    """A config that names no variant must hold TRL's own values in the deciding fields: anything else (a loss
+    TRL lacks, a piece's own name) is refused when the trainer is built, not at the first loss."""
+    problems = []
+    loss_type = getattr(args, _LOSS_TYPE, None)
+    if loss_type not in _trl_loss_types():
+        users = [u.name for u in VARIANTS.values() if loss_type in (u.name, u.objective)]
+        problems.append(f"loss_type={loss_type!r} is not a loss type TRL's GRPOTrainer computes "
+                        f"({', '.join(sorted(_trl_loss_types()))})"
+                        + (f"; the registry's {' / '.join(repr(u) for u in users)} is: build the config with "
+                           f"grpo_config({users[0]!r})" if users else ""))
+    level = getattr(args, _RATIO_FIELD, None)
+    if level not in _trl_levels():
+        problems.append(f"importance_sampling_level={level!r} is not TRL's ({', '.join(sorted(_trl_levels()))})"
+                        + ("; build the config with grpo_config(<variant>)" if level in RATIO_LEVELS else ""))
+    scale = _scale_of(args)
+    if scale is None or ADVANTAGE_SCALES[scale].trl is None:
+        held = {k: getattr(args, k, None) for k in _SCALE_FIELDS}
+        problems.append(f"{held} are not TRL's advantage settings"
+                        + ("; build the config with grpo_config(<variant>)" if scale is not None else ""))
+    if problems:
+        raise ValueError("GRPOConfig: " + "; ".join(problems) + " (grpo_config(name) writes a registry variant's "
+                         "fields, and GRPOLessonsTrainer trains them)")
+
+
 def variant_for_config(args) -> str | Variant | None:
-    """The variant ``args`` (a GRPOConfig) trains: the name it carries, or what TRL computes with its fields.
+    """The variant ``args`` (a GRPOConfig) trains: the one it names, with its overridden fields, or what TRL
+    computes with its fields.
 
-    * A :class:`GRPOLessonsConfig` from :func:`grpo_config` names its variant; that name is returned while the
-      fields that decide TRL's computation (loss_type, ratio level, advantage fields, a defining group size)
-      are still the variant's — also for variants TRL lacks (``grpo_config("gopo")`` gives ``"gopo"``).
-    * Otherwise (a plain ``GRPOConfig``, or one whose deciding fields were overridden) the registered variant TRL
-      computes natively with exactly those fields (the most specific: ``loss_type="grpo"`` with
-      ``num_generations=2`` is ``"2-grpo"``).  Where no registered variant is that combination
-      (``loss_type="dr_grpo"`` with TRL's default ``scale_rewards="group"``), an unregistered :class:`Variant` with
-      the loss of the registered variant of that ``loss_type`` and the ratio level and advantage scale TRL's
-      fields select, named after both (``"dr_grpo[advantage_scale=group]"``).
-
-    Never raises for a config TRL accepts: where no registered combination is exactly what TRL computes with these
-    fields (several fit, or none does), it warns in one line naming why and returns ``None``, meaning "TRL's own
-    loss" (:class:`GRPOLessonsTrainer` then keeps ``loss_impl="trl"``); pass ``variant=`` to choose one.
+    * A :class:`GRPOLessonsConfig` from :func:`grpo_config` names its variant.  While the fields that decide what
+      trains (loss_type, importance_sampling_level, the advantage fields, a defining group size) are the ones
+      ``grpo_config`` wrote, that name is returned, also for variants TRL lacks (``grpo_config("gopo")`` gives
+      ``"gopo"``).  A changed field changes that piece and keeps the others: ``grpo_config("gopo",
+      loss_type="bnpo")`` gives the unregistered :class:`Variant` ``gopo[loss_type=bnpo]`` (GOPO's ranks, bnpo's
+      token mean); a change that does not compose raises ``ValueError`` naming both.
+    * A plain ``GRPOConfig``: the registered variant TRL computes natively with exactly those fields (the most
+      specific: ``loss_type="grpo"`` with ``num_generations=2`` is ``"2-grpo"``).  Where no registered variant is
+      that combination (``loss_type="dr_grpo"`` with TRL's default ``scale_rewards="group"``), an unregistered
+      :class:`Variant` with the loss of the registered variant of that ``loss_type`` and the ratio level and
+      advantage scale TRL's fields select, named after both (``"dr_grpo[advantage_scale=group]"``).  A value TRL
+      does not compute (``loss_type="gmpo"``) raises ``ValueError`` pointing to ``grpo_config``.  Where several
+      registered combinations fit, it warns in one line naming them and returns ``None``, meaning "TRL's own
+      loss" (:class:`GRPOLessonsTrainer` then keeps ``loss_impl="trl"``); pass ``variant=`` to choose one.
     """
     named = getattr(args, "variant", None)
     if named is not None:
         v = get_variant(named)
-        if _matches(args, _trl_signature(v)):
-            return v.name
+        out = _compose(v, args)
+        return v.name if out is v else out
+    _refuse_unknown_values(args)
     level, loss_type = getattr(args, "importance_sampling_level", "token"), getattr(args, "loss_type", None)
     native = [v for v in VARIANTS.values() if v.in_trl]
     exact = [v for v in native if _matches(args, _trl_signature(v))]
@@ -262,18 +440,50 @@ def _trl_fallback(why: str) -> None:
     return None
 
 
-def _resolve_variant(variant: str | Variant | None, args) -> Variant | None:
-    """The variant a trainer trains: ``variant`` when given (warning if ``args`` names another), else
-    :func:`variant_for_config` of ``args`` (``None``: no registry variant is what TRL computes, TRL's loss)."""
+def resolve_variant(variant: str | Variant | None, args) -> tuple[Variant | None, Any]:
+    """The one resolution from (variant, config) to what trains: ``(the variant, the config the trainer holds)``.
+
+    * No ``variant``: :func:`variant_for_config` of ``args`` (``None``: TRL's own loss), and ``args`` themselves.
+    * ``variant`` and a config :func:`grpo_config` made for it: the same, with its overridden fields composed.
+    * ``variant`` and any other config (a plain ``GRPOConfig``, or one made for another variant): ``variant``
+      trains, with the config's other settings (clip range, beta, batch sizes, ...).  The trainer gets a copy of the
+      config that names ``variant`` and holds its deciding fields, so that ``args.variant``, the logged config and
+      what trains agree; a one-line warning names both where the config said otherwise.  The caller's config is not
+      changed.  A group size that defines the variant (2-GRPO) cannot be changed this way: ``ValueError``.
+    """
     if variant is None:
         found = variant_for_config(args)
-        return None if found is None else get_variant(found)
+        return (None if found is None else get_variant(found)), args
     v = get_variant(variant)
+    registered = VARIANTS.get(v.name) is v
     named = getattr(args, "variant", None)
-    if named is not None and named != v.name:
-        warnings.warn(f"args were made by grpo_config({named!r}) but variant={v.name!r}: training {v.name!r}",
-                      stacklevel=3)
-    return v
+    if registered and named == v.name:
+        return get_variant(variant_for_config(args)), args
+    sig = _trl_signature(v)
+    held = {k: getattr(args, k, None) for k in sig}
+    if v.fixed_group_size is not None and held["num_generations"] != v.fixed_group_size:
+        raise ValueError(f"variant={v.name!r} is defined by num_generations={v.fixed_group_size} ({v.title}), but args "
+                         f"hold num_generations={held['num_generations']}: build them with grpo_config({v.name!r})")
+    if named is not None or held != sig:
+        made = f"args were made by grpo_config({named!r})" if named is not None else "args are a plain GRPOConfig"
+        diff = {k: val for k, val in held.items() if val != sig[k]}
+        what = (", ".join(f"{k}={val!r}" for k, val in diff.items()) + f" become {v.name}'s "
+                + ", ".join(f"{k}={sig[k]!r}" for k in diff)) if diff else f"variant={named!r} becomes {v.name!r}"
+        warnings.warn(f"{made} but variant={v.name!r}: training {v.name!r}; in the trainer's copy of the config {what} "
+                      f"(its other settings, e.g. epsilon and beta, stay the config's)", stacklevel=3)
+    return v, _relabelled(args, v, registered)
+
+
+def _relabelled(args, v: Variant, registered: bool):
+    """A copy of ``args`` (any GRPOConfig) as a :class:`GRPOLessonsConfig` naming ``v``, with ``v``'s deciding
+    fields.  The copy takes the initialised config's attributes as they are: running ``__post_init__`` again would
+    redo conversions it already made (generation batch size, precision flags)."""
+    new = object.__new__(GRPOLessonsConfig)
+    new.__dict__.update(vars(args))
+    new.variant = v.name if registered else None
+    for k, val in _trl_signature(v).items():
+        setattr(new, k, val)
+    return new
 
 
 # -- dynamic sampling: merging rows of several generation batches ------------------------------------
@@ -336,6 +546,9 @@ def _pad_value(key: str, pad_token_id: int) -> int:
 
 # -- the trainer --------------------------------------------------------------------------------------
 
+# The loss type whose clip share TRL logs alone, as "cispo_clip_ratio" (the others log "clip_ratio/*").
+_CAP_ONLY_LOSS_TYPE = "cispo"
+
 # The keyword inputs TRL's per-token log-prob function takes besides the token ids and its own switches (image
 # tensors, image_grid_thw, token types, ...), read off its signature: TRL's loss passes each from the batch.
 _MODEL_INPUTS: tuple[str, ...] = tuple(
@@ -344,13 +557,18 @@ _MODEL_INPUTS: tuple[str, ...] = tuple(
                     "compute_entropy", "compute_aux_loss"))
 
 
+_TRL_INIT = inspect.signature(GRPOTrainer.__init__)
+
+
 class GRPOLessonsTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` with the loss of :func:`grpo_lessons.policy_loss` and optional dynamic sampling.
 
     Extra arguments:
 
     * ``variant`` — registry name or :class:`~grpo_lessons.core.variants.Variant` (default: the one ``args``
-      names when it comes from :func:`grpo_config`, else what TRL computes with ``args``: :func:`variant_for_config`).
+      names when it comes from :func:`grpo_config`, with its overridden fields, else what TRL computes with
+      ``args``: :func:`variant_for_config`).  Given, it trains whatever ``args`` say: the trainer keeps a copy of
+      ``args`` that names it (:func:`resolve_variant`).
     * ``loss_impl`` — ``"grpo_lessons"`` (default) or ``"trl"`` (keep TRL's own loss, e.g. to use
       dynamic sampling with a TRL feature our loss lacks).
     * ``dynamic_sampling`` — DAPO Sec. 3.2: after scoring, drop groups whose rewards are all
@@ -366,10 +584,13 @@ class GRPOLessonsTrainer(GRPOTrainer):
     ``beta``, ``use_bias_correction_kl``, ``max_completion_length`` (Dr. GRPO's constant).  The loss
     is divided for gradient accumulation exactly as TRL divides each ``loss_type`` (``dapo``-style
     token means by the generation batch's token count, the others by the accumulation steps), and
-    TRL's metric names (``entropy``, ``kl``, ``clip_ratio/*``) are logged.
+    TRL's loss metrics are logged under TRL's names with TRL's values (``entropy``, ``kl``, ``clip_ratio/*`` -- at
+    the sequence level shares of sequences --, ``cispo_clip_ratio``, ``vespo/phi_seq_mean``, ``policy_loss``),
+    each reduced over processes as TRL reduces it.
 
     Off-policy pieces: with vLLM the sampler's log-probs TRL keeps (``inputs["sampling_per_token_logps"]``;
-    NaN where vLLM could not score a token, read as "no correction" as TRL does) go to ``policy_loss`` as
+    NaN where vLLM could not score a token, read as TRL reads it: weight 1 in the correction, KL 0 in the off-policy
+    mask) go to ``policy_loss`` as
     ``sampling_logp``: DPPO's anchor, the off-policy mask's reference (``off_policy_mask_threshold``) and,
     with ``vllm_importance_sampling_correction``, the TIS/MIS weights of every
     ``vllm_importance_sampling_mode`` (recomputed from the same tensors, so equal to TRL's
@@ -397,11 +618,20 @@ class GRPOLessonsTrainer(GRPOTrainer):
     def __init__(self, *args, variant: str | Variant | None = None, loss_impl: str = "grpo_lessons",
                  dynamic_sampling: bool = False, max_sampling_rounds: int = 4,
                  loss_options: dict[str, Any] | None = None, dppo_top_k: int = 20, **kwargs):
-        super().__init__(*args, **kwargs)
         if loss_impl not in ("grpo_lessons", "trl"):
             raise ValueError(f"loss_impl must be 'grpo_lessons' or 'trl', got {loss_impl!r}")
-        self.variant = _resolve_variant(variant, self.args)
+        # resolve before TRL reads the config: a refusal costs nothing, and TRL copies the fields the variant decides
+        bound = _TRL_INIT.bind_partial(self, *args, **kwargs)
+        config = bound.arguments.get("args")
+        if config is None and variant is not None:
+            config = grpo_config(variant)  # TRL would make a plain default config, which is DAPO's
+        resolved = None
+        if config is not None:
+            resolved, bound.arguments["args"] = resolve_variant(variant, config)
+        super().__init__(*bound.args[1:], **bound.kwargs)
+        self.variant = resolved if config is not None else resolve_variant(None, self.args)[0]
         self.loss_impl = "trl" if self.variant is None else loss_impl  # None: no registry variant is TRL's loss
+        self._trl_scoring_fields()
         self.dynamic_sampling = bool(dynamic_sampling)
         if max_sampling_rounds < 0:
             raise ValueError(f"max_sampling_rounds must be >= 0, got {max_sampling_rounds}")
@@ -416,16 +646,24 @@ class GRPOLessonsTrainer(GRPOTrainer):
 
     # ---- checks --------------------------------------------------------------------------------
 
+    def _trl_scoring_fields(self) -> None:
+        """Where the config names advantages TRL lacks (``scale_rewards="rank"``), TRL's own scoring runs with
+        TRL's defaults (or the scale's ``trl_fallback``) and :meth:`_score` replaces its advantages; the config
+        keeps the scale's name, so what is logged is what trains."""
+        scale = None if self.variant is None else self.variant.scale_piece
+        if scale is not None and scale.trl is None:
+            nearest = {k: _TRL_DEFAULTS[k] for k in _SCALE_FIELDS}
+            nearest.update(_sum_first())
+            nearest.update(scale.trl_fallback)
+            for k, val in nearest.items():
+                setattr(self, k, val)  # TRL's copies of the fields, read by its scoring
+
     def _check_supported(self) -> None:
         a, v = self.args, self.variant
-        scale = None if v is None else v.scale_piece
-        if scale is not None and scale.trl is not None and not _matches(a, dict(scale.trl)):
-            asked = {k: getattr(a, k, None) for k in scale.trl}
-            warnings.warn(
-                f"variant {v.name!r} uses advantage scale {v.advantage_scale!r} (TRL: {dict(scale.trl)}) but args "
-                f"hold {asked}; the trainer computes the variant's advantages itself instead of TRL's",
-                stacklevel=3,
-            )
+        if self.loss_impl == "trl" and v is not None and (
+                a.loss_type not in _trl_loss_types() or a.importance_sampling_level not in _trl_levels()):
+            raise ValueError(f"loss_impl='trl': TRL's GRPOTrainer cannot compute {v.name!r} (loss_type={a.loss_type!r}, "
+                             f"importance_sampling_level={a.importance_sampling_level!r}); keep loss_impl='grpo_lessons'")
         if self.dynamic_sampling:
             if not hasattr(self.train_dataset, "__getitem__") or not hasattr(self.train_dataset, "__len__"):
                 raise NotImplementedError("dynamic_sampling draws refill prompts by index: use a map-style Dataset")
@@ -448,9 +686,10 @@ class GRPOLessonsTrainer(GRPOTrainer):
         return params
 
     def _global_token_norm(self) -> bool:
-        """DAPO-style token mean over the whole generation batch (TRL ``dapo``), not per micro-batch (``bnpo``)."""
-        v = self.variant
-        return v.aggregation_piece.token_count and v.trl.get("loss_type") not in _MICRO_BATCH_TOKEN_MEANS
+        """DAPO-style token mean over the whole generation batch (TRL ``dapo``), not per micro-batch (``bnpo``): the
+        config's ``loss_type`` says which, through the objectives' ``trl_micro_batch`` entries."""
+        micro = any(m for _, _, m in _trl_loss_types().get(self.args.loss_type, ()))
+        return self.variant.aggregation_piece.token_count and not micro
 
     def _compute_loss(self, model, inputs):
         if self.loss_impl == "trl":
@@ -565,8 +804,9 @@ class GRPOLessonsTrainer(GRPOTrainer):
         kw: dict[str, Any] = {}
         sampling = inputs.get("sampling_per_token_logps")
         if sampling is not None:
-            # vLLM could not score some tokens (NaN): TRL reads them as "no correction" (rho = 1, no KL evidence)
-            kw["sampling_logp"] = torch.where(torch.isnan(sampling), old.to(sampling.dtype), sampling)
+            # vLLM could not score some tokens (NaN): read as TRL reads them, rho = 1 in the correction and KL 0 in
+            # the off-policy mask (policy_loss's allow_unscored_tokens)
+            kw["sampling_logp"], kw["allow_unscored_tokens"] = sampling, True
             if self.use_vllm and self.vllm_importance_sampling_correction:
                 kw["rollout_correction"] = self.vllm_importance_sampling_mode
                 kw["rollout_clip_max"] = self.vllm_importance_sampling_clip_max
@@ -615,21 +855,61 @@ class GRPOLessonsTrainer(GRPOTrainer):
         t = torch.tensor(float(value), device=self.accelerator.device)
         self._metrics[mode][name].append(self.accelerator.gather(t).nanmean().item())
 
+    def _log(self, name: str, value: float) -> None:
+        self._metrics["train" if self.model.training else "eval"][name].append(value)
+
+    def _global_mean(self, x: torch.Tensor, mask: torch.Tensor) -> float:
+        """TRL's reduction of a per-token ``(B, T)`` or per-sequence ``(B, 1)`` quantity: its sum over the completion
+        tokens (per sequence: over the rows, each once) and their count, both summed over every process, divided."""
+        x = x.detach().float()
+        if x.shape[1] == 1:  # one value per sequence (sequence-level ratios, VESPO's phi)
+            local = torch.stack([x.sum(), torch.tensor(float(x.shape[0]), device=x.device)])  # (2,)
+        else:
+            m = mask.to(x.dtype)
+            local = torch.stack([(x * m).sum(), m.sum()])  # (2,)
+        total = self.accelerator.reduce(local, reduction="sum")
+        return float(total[0] / total[1].clamp(min=1.0))
+
+    def _gathered_seq_means(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Every process's per-sequence means of ``x`` (``(B, T)``: over each row's tokens, NaN for a row without one;
+        ``(B, 1)``: the values), gathered: what TRL takes the extremes of."""
+        x = x.detach().float()
+        local = x.squeeze(1) if x.shape[1] == 1 else (x * mask).sum(-1) / mask.sum(-1)  # (B,)
+        return self.accelerator.gather(local)
+
+    @staticmethod
+    def _nan_extreme(x: torch.Tensor, largest: bool) -> float:
+        kept = x[~torch.isnan(x)]
+        if kept.numel() == 0:
+            return float("nan")
+        return float(kept.max() if largest else kept.min())
+
     def _log_loss_metrics(self, out, entropies, mask) -> None:
-        m = mask.to(entropies.dtype)
-        self._log_mean("entropy", float((entropies.detach() * m).sum() / m.sum().clamp(min=1.0)))
-        if out.kl_token_mean is not None:  # TRL's "kl": token mean of k3 (x the ratio under use_bias_correction_kl)
-            self._log_mean("kl", out.kl_token_mean)
-        if out.clip_frac_low is not None:  # same names as TRL's, so its logs and plots carry over
-            self._log_mean("clip_ratio/low_mean", out.clip_frac_low)
-            self._log_mean("clip_ratio/high_mean", out.clip_frac_high)
-            self._log_mean("clip_ratio/region_mean", out.clip_frac)
+        """TRL's loss metrics under TRL's names, each reduced over processes as TRL reduces it (sums and counts for
+        the means; gathered per-sequence shares for ``clip_ratio/low_min`` / ``high_max``); the names depend on
+        ``loss_type`` as in TRL (``cispo``: ``cispo_clip_ratio`` alone)."""
+        t = out.tensors
+        self._log("entropy", self._global_mean(entropies, mask))
+        if "kl" in t:  # TRL's "kl": the KL term as it enters the loss (k3, x the ratio under use_bias_correction_kl)
+            self._log("kl", self._global_mean(t["kl"], mask))
+        low, high = t.get("clipped_low"), t.get("clipped_high")
+        # TRL names a loss type's clip shares after it: cispo logs its one share (above the cap, A > 0) alone
+        cap_only = _CAP_ONLY_LOSS_TYPE in {self.loss_type, *(self.variant.objective_piece.trl or {}).values()}
+        if cap_only and high is not None:
+            self._log("cispo_clip_ratio", self._global_mean(high, mask))
+        elif low is not None and high is not None:
+            self._log("clip_ratio/low_mean", self._global_mean(low, mask))
+            self._log("clip_ratio/high_mean", self._global_mean(high, mask))
+            self._log("clip_ratio/region_mean", self._global_mean(low | high, mask))
+            self._log("clip_ratio/low_min", self._nan_extreme(self._gathered_seq_means(low, mask), largest=False))
+            self._log("clip_ratio/high_max", self._nan_extreme(self._gathered_seq_means(high, mask), largest=True))
+        for name, x in t.items():  # the objective's diagnostics, e.g. VESPO's phi -> "vespo/phi_seq_mean" (TRL's)
+            if "/" in name:
+                self._log(f"{name}_seq_mean" if x.shape[-1] == 1 else f"{name}_mean", self._global_mean(x, mask))
         self._log_mean("policy_loss", float(out.policy_kl_loss))  # TRL's: the policy term + beta KL
         self._log_mean("aux_loss", out.aux_loss)
         for name in ("is_weight_mean", "is_masked_frac", "is_truncated_frac", "off_policy_masked_frac"):
             self._log_mean(f"off_policy/{name}", getattr(out, name, None))
-        for name, value in out.extras.items():
-            self._log_mean(name, value)
 
     # ---- advantages TRL does not compute (GOPO's ranks, ScaleRL, RLOO; GDPO when TRL sums first) -----
 
@@ -640,15 +920,24 @@ class GRPOLessonsTrainer(GRPOTrainer):
         trl = self.variant.scale_piece.trl
         return trl is None or not _matches(self.args, dict(trl))
 
+    def _group_size(self) -> int:
+        """The completions per prompt of the batch being generated: ``num_generations`` in training,
+        ``num_generations_eval`` in evaluation (TRL's rule)."""
+        return self.num_generations if self.model.training else self.num_generations_eval
+
     def _score(self, inputs):
-        """TRL's generation and scoring, with the advantages replaced where the variant's piece is not TRL's."""
+        """TRL's generation and scoring, with the advantages replaced where the variant's piece is not TRL's
+        (with the evaluation group size in evaluation; a group of one gets advantage 0, as in TRL)."""
         batch = super()._generate_and_score_completions(inputs)
         if not self._own_advantages():
             return batch
-        G = self.num_generations if self.model.training else self.num_generations_eval
+        G = self._group_size()
         R = self._last_rewards_per_func.detach().float().cpu()  # (N_all, K) gathered over processes
-        adv = variant_advantages(R, G, self.variant, weights=self.reward_weights.detach().float().cpu(),
-                                 allow_unscored=True)  # (N_all,) unscorable rows: 0, as TRL
+        if G == 1:  # evaluation with num_generations_eval=1: a group of one has no baseline, TRL's advantages are 0
+            adv = torch.zeros(R.shape[0])
+        else:
+            adv = variant_advantages(R, G, self.variant, weights=self.reward_weights.detach().float().cpu(),
+                                     allow_unscored=True)  # (N_all,) unscorable rows: 0, as TRL
         local = batch["advantages"].shape[0]
         start = self.accelerator.process_index * local  # TRL's process slice
         batch["advantages"] = adv[start:start + local].to(batch["advantages"].device, batch["advantages"].dtype)
@@ -703,7 +992,7 @@ class GRPOLessonsTrainer(GRPOTrainer):
         if batch_weights is not None:
             mask = batch["completion_mask"] if "tool_mask" not in batch else batch["completion_mask"] * batch["tool_mask"]
             lengths = self.accelerator.gather(mask.sum(-1).float())  # (N_total,) TRL keeps groups contiguous
-            w = batch_weights(lengths.unsqueeze(-1), self.num_generations)  # (N_total,)
+            w = batch_weights(lengths.unsqueeze(-1), self._group_size())  # (N_total,) eval: its own group size
             n = mask.shape[0]
             start = self.accelerator.process_index * n
             batch["prompt_weights"] = w[start:start + n]  # (B,) this process's rows
@@ -770,13 +1059,18 @@ class GRPOLessonsTrainer(GRPOTrainer):
 
 def make_trainer(variant: str | Variant, *, model, reward_funcs, train_dataset, args=None,
                  dynamic_sampling: bool | None = None, force_subclass: bool = False, **kwargs):
-    """A trainer for ``variant``: TRL's own ``GRPOTrainer`` where TRL implements it and nothing extra is
+    """A trainer for ``variant``: TRL's own ``GRPOTrainer`` where TRL computes what trains and nothing extra is
     asked, else :class:`GRPOLessonsTrainer`.  ``args`` defaults to :func:`grpo_config` ``(variant)``;
     ``dynamic_sampling`` defaults to ``False`` (DAPO's paper uses it: pass ``True``).
+
+    ``variant`` always trains (:func:`resolve_variant`): with a config made for it, its overridden fields compose
+    with its pieces; with any other config (``make_trainer("gspo", args=GRPOConfig())``) the trainer gets a copy
+    that names ``variant`` and holds its deciding fields, and a warning says which fields it replaced.
     """
     v = get_variant(variant)
     args = grpo_config(v) if args is None else args
-    if trl_supports(v) and not dynamic_sampling and not force_subclass:
+    trained, args = resolve_variant(v, args)  # `variant` trains, whatever args say (a warning names both)
+    if trained.in_trl and not dynamic_sampling and not force_subclass:
         return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
     return GRPOLessonsTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset,
                               variant=v, dynamic_sampling=bool(dynamic_sampling), **kwargs)

@@ -31,6 +31,7 @@ duration of the call and restored after it: dropout must be off while sampling.)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -539,7 +540,9 @@ def sampling_generation_config(model, *, prompt_length: int, max_new_tokens: int
     so the model's config cannot reach the sampler, and it is read, never swapped or changed.  The few whose only
     neutral value is ``None`` (``suppress_tokens``, ``bad_words_ids``, ``forced_eos_token_id``, ``sequence_bias``,
     ``stop_strings``, ...) are checked instead: a model whose config sets one raises ``ValueError`` naming it, rather
-    than sampling from something other than ``softmax(logits / T)``.
+    than sampling from something other than ``softmax(logits / T)``.  Three settings that only bound the run are
+    overridden instead: the model's ``max_new_tokens`` by ours, its ``max_time`` by no limit, a ``cache_implementation``
+    (``"static"``, ...) by a dynamic cache.
     """
     from transformers import GenerationConfig
 
@@ -559,15 +562,26 @@ def sampling_generation_config(model, *, prompt_length: int, max_new_tokens: int
         config.update(**defaults(), defaults_only=True)
     own = getattr(model, "generation_config", None)
     if own is not None:
+        # Settings of the model's that only bound the run, each overridden by a value of ours that bounds nothing more
+        # than ours do: its max_new_tokens (it would win over our max_length) by ours, its max_time by none, its
+        # cache by a dynamic one (generate_completions then prefills each prompt inside generate, not shared).
+        if own.max_new_tokens is not None:
+            config.max_new_tokens, config.max_length = max_new_tokens, None
+        if own.max_time is not None:
+            config.max_time = math.inf
+        if own.cache_implementation not in (None, "hybrid"):  # generate() drops "hybrid" itself
+            config.cache_implementation = "dynamic"
         ours = config.to_dict()
         leaks = sorted(k for k, v in own.to_dict().items()
                        if v is not None and k in ours and ours[k] is None and k not in _HARMLESS_MODEL_FIELDS
-                       and not (k == "cache_implementation" and v == "hybrid"))  # generate() drops "hybrid" itself
+                       and k not in ("max_length", "cache_implementation"))  # ours where the model sets them
         if leaks:
             raise ValueError(
                 f"the model's generation_config sets {', '.join(f'{k}={getattr(own, k)!r}' for k in leaks)}, which "
-                "generate() would apply on top of the sampler, so the tokens would not come from softmax(logits / T); "
-                f"set {' and '.join(f'model.generation_config.{k} = None' for k in leaks)} before sampling")
+                "generate() would merge in on top of the sampler, so the tokens would not come from "
+                "softmax(logits / T), and which no value passed to generate() can switch off. Sampling reads the "
+                "model's generation_config and never changes it: sample with a model whose generation_config leaves "
+                f"{'these' if len(leaks) > 1 else 'it'} unset")
     return config
 
 
@@ -639,7 +653,7 @@ def generate_completions(model, tokenizer, prompts: Sequence, group_size: int = 
             gen_config = sampling_generation_config(model, prompt_length=P, max_new_tokens=max_new_tokens,
                                                     eos_token_id=eos_ids, pad_token_id=pad_id)
             gen_kw = dict(generation_config=gen_config, logits_processor=LogitsProcessorList([sampler] if sampler else []))
-            if share_prompt and group_size > 1 and P > 1:
+            if share_prompt and group_size > 1 and P > 1 and gen_config.cache_implementation is None:
                 # Prefill each prompt once (all but its last token), then copy its keys/values G times:
                 # the G samples of a prompt share the prompt's forward pass instead of repeating it.
                 pos = (am.long().cumsum(-1) - 1).clamp(min=0)  # (b, P)
