@@ -24,7 +24,7 @@ each evaluation's time is logged in ``time_eval`` and summed separately in the r
 
 Writes to ``--out`` (default ``benchmarks/results/cpu_learning/``): ``metrics.csv`` (one row per step),
 ``curves.png``, ``result.json`` (numbers, configuration, machine) and ``RESULT.md`` (the same, readable).
-The trainer's checkpoint (≈1.6 GB for full fine-tuning) is deleted at the end unless ``--keep-checkpoint``.
+The trainer writes its checkpoint (≈1.6 GB for full fine-tuning) only with ``--keep-checkpoint``.
 
 This is a script, not a test: it takes tens of minutes.
 
@@ -220,6 +220,7 @@ def main(argv=None) -> int:
         rollout_correction=args.rollout_correction, rollout_clip_max=args.rollout_clip_max,
         mask_truncated_completions=args.mask_truncated or None, dynamic_sampling=args.dynamic_sampling or None,
         reuse_freed_memory=True,  # a process that only trains: glibc may keep what it frees
+        checkpoint="end" if args.keep_checkpoint else "never",  # the run folder is deleted at the end anyway
     )
     info = machine()
     t0 = time.perf_counter()

@@ -26,7 +26,7 @@ def test_offline_smoke_run_writes_csv_png_and_summary(tmp_path):
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["config"]["model"] == "tiny-qwen2"
-    assert (out / "checkpoint.pt").is_file()
+    assert not (out / "checkpoint.pt").exists()  # a finished run keeps no checkpoint by default (--checkpoint)
 
 
 def test_defaults_are_the_cpu_run():

@@ -72,7 +72,8 @@ def test_history_csv_and_columns(tmp_path):
     with open(res.csv_path) as f:
         lines = f.read().splitlines()
     assert len(lines) == 1 + len(h) and len({line.count(",") for line in lines}) == 1
-    assert (tmp_path / "run" / "config.json").is_file() and res.checkpoint_path.is_file()
+    assert (tmp_path / "run" / "config.json").is_file()
+    assert res.checkpoint_path is None and not (tmp_path / "run" / "checkpoint.pt").exists()  # finished: none kept
 
 
 def test_seeded_runs_reproduce(tmp_path):
@@ -103,13 +104,13 @@ def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path):
         assert n == m and torch.equal(p, q), n
 
     # Two steps, then resume to four: the same again (checkpoint at the end of the short run).
-    run(cfg(tmp_path, "short", steps=2))
+    assert run(cfg(tmp_path, "short", steps=2, checkpoint="end")).checkpoint_path.is_file()
     longer = run(cfg(tmp_path, "short", steps=4, resume=True))
     assert strip_time(longer.history) == strip_time(full.history)
 
 
 def test_resume_refuses_different_settings(tmp_path):
-    run(cfg(tmp_path, "x", steps=1, eval_size=0))
+    run(cfg(tmp_path, "x", steps=1, eval_size=0, checkpoint="end"))
     with pytest.raises(ValueError, match="different settings.*lr"):
         run(cfg(tmp_path, "x", steps=2, eval_size=0, lr=5e-4, resume=True))
 
@@ -506,7 +507,7 @@ def test_mismatch_stats_by_hand():
 def test_resume_with_the_fast_settings_matches_an_uninterrupted_run(tmp_path):
     fast = dict(precision="bf16-mixed", sampler_dtype="bfloat16", eval_size=0, lr=1e-2)
     full = run(cfg(tmp_path, "full", steps=2, **fast))
-    run(cfg(tmp_path, "split", steps=1, **fast))
+    run(cfg(tmp_path, "split", steps=1, checkpoint="end", **fast))
     resumed = run(cfg(tmp_path, "split", steps=2, resume=True, **fast))  # the bf16 sampler is rebuilt from the checkpoint
     assert strip_time(resumed.history) == strip_time(full.history)
 

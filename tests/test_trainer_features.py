@@ -206,7 +206,8 @@ def test_solved_groups_by_hand():
 
 def test_retire_solved_prompts_leave_the_pool_and_survive_resume(tmp_path):
     kw = dict(train_rows=EASY_ROWS, reward_funcs=[easy_or_ids])
-    full = train(cfg(tmp_path, "full", steps=4, retire_solved_at=0.9, checkpoint_every=2), progress=False, **kw)
+    full = train(cfg(tmp_path, "full", steps=4, retire_solved_at=0.9, checkpoint_every=2, checkpoint="end"),
+                 progress=False, **kw)
     easy = {i for i, r in enumerate(EASY_ROWS) if r["kind"] == "easy"}
     h = full.history
     assert [r["retired"] for r in h][-1] >= 1 and all(r["pool_size"] == 12 - r["retired"] for r in h)
@@ -229,7 +230,8 @@ def test_retire_solved_prompts_leave_the_pool_and_survive_resume(tmp_path):
     assert not off.stream.retired and off.history[-1]["retired"] is None
 
     # resume: a run stopped at step 2 and resumed gives the uninterrupted run's rows and pool
-    half = train(cfg(tmp_path, "half", steps=2, retire_solved_at=0.9, checkpoint_every=2), progress=False, **kw)
+    half = train(cfg(tmp_path, "half", steps=2, retire_solved_at=0.9, checkpoint_every=2, checkpoint="end"),
+                 progress=False, **kw)
     assert half.history[-1]["retired"] == h[1]["retired"]
     resumed = Trainer(cfg(tmp_path, "half", steps=4, retire_solved_at=0.9, checkpoint_every=2, resume=True), **kw)
     res = resumed.run(progress=False)

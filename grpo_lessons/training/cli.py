@@ -4,13 +4,15 @@
     grpo-lessons train --model tiny-qwen2 --steps 2      # a seconds-long smoke run
     grpo-lessons train --variant dapo --lora --lr 2e-4 --out runs/dapo
     grpo-lessons train --precision bf16-mixed --sampler-dtype bfloat16   # the fast CPU settings
+    grpo-lessons train --reward my_rewards:brevity=0.5 --reward my_rewards:correct   # your own reward functions
+    grpo-lessons train --plugin my_variants --variant my_method                     # a variant your module registers
     grpo-lessons variants                                # the registry: name, paper, TRL settings
     grpo-lessons lab --list                              # the claims table on exact policies (torch only)
     grpo-lessons compare --variants grpo,dr_grpo --seeds 0,1,2 --steps 8 --out runs/cmp   # a paired, seeded study
 
 ``train`` writes ``<out>/metrics.csv`` (one row per step), ``<out>/curves.png`` (reward and held-out
-accuracy), ``<out>/config.json`` and ``<out>/summary.json``, and keeps ``<out>/checkpoint.pt`` for
-``--resume``.  Introduced in ``notebooks/05_grpo_end_to_end.ipynb``.
+accuracy), ``<out>/config.json`` and ``<out>/summary.json``; ``<out>/checkpoint.pt``, for ``--resume``, as
+``--checkpoint`` says (by default only when ``--max-minutes`` stops a run before ``--steps``).  Introduced in ``notebooks/05_grpo_end_to_end.ipynb``.
 """
 
 from __future__ import annotations
@@ -30,12 +32,29 @@ def _bool_flag(p: argparse.ArgumentParser, name: str, help: str) -> None:
                    help=help + " (default: the variant's)")
 
 
+def _plugin_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plugin", dest="plugins", action="append", default=None, metavar="MODULE",
+                   help="import MODULE first (importable, or a .py file in the current directory): the variants and "
+                        "pieces it registers with grpo_lessons.core.variants.register (register_objective, ...) are "
+                        "then known to --variant(s). Repeat for several")
+
+
+def _plugin_modules(argv: Sequence[str]) -> list[str]:
+    """The ``--plugin`` modules anywhere in ``argv``: imported before the parser is built, so that the variants they
+    register are listed in ``--help`` and accepted by ``--variant``."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--plugin", action="append", default=[])
+    known, _ = pre.parse_known_args(list(argv))
+    return known.plugin
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``grpo-lessons`` parser; the variant and rollout-correction names in its help come from the registries
     (a variant or piece registered before the parser is built is listed and accepted)."""
     from grpo_lessons.core.correction import CORRECTION_MODES
     from grpo_lessons.core.variants import VARIANTS
 
+    from .train_config import CHECKPOINT_POLICIES
     from .trainer import TrainConfig
 
     d = TrainConfig()
@@ -70,8 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", default=None, help="run directory (default: runs/<task>-<variant>)")
     t.add_argument("--lora", action="store_true", help="train a LoRA adapter instead of every weight")
     t.add_argument("--lora-r", type=int, default=d.lora_r)
+    t.add_argument("--checkpoint", default=d.checkpoint, choices=CHECKPOINT_POLICIES,
+                   help="when <out>/checkpoint.pt (weights + optimiser: ~1.6 GB for SmolLM2) is written: never; "
+                        "unfinished (default): only when --max-minutes stops the run before --steps, so --resume "
+                        "can finish it; end: at the end of every run, to continue it later with more --steps")
     t.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
-                   help="save a checkpoint every N steps (always at the end)")
+                   help="also save a checkpoint every N steps, so a killed run can --resume (0: off)")
     t.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt if it exists")
     _bool_flag(t, "dynamic-sampling", "DAPO dynamic sampling: drop all-equal groups and refill")
     t.add_argument("--max-resample-rounds", type=int, default=d.max_resample_rounds)
@@ -79,7 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--overlong-cache-len", type=int, default=None,
                    help="DAPO soft overlong penalty over the last N tokens before --max-new-tokens (default: off)")
     t.add_argument("--reward-weights", type=float, nargs="+", default=None,
-                   help="one weight per reward function of the task")
+                   help="one weight per reward function (the task's, or those of --reward)")
+    t.add_argument("--reward", dest="rewards", action="append", default=None, metavar="MODULE:FUNCTION[=WEIGHT]",
+                   help="train on your own reward function instead of the task's: FUNCTION in MODULE (importable, or "
+                        "a .py file in the current directory), called as TRL calls reward functions, "
+                        "f(completions, **kwargs) -> one number per completion; WEIGHT defaults to 1. Repeat for "
+                        "several (their weighted sum is the reward); metrics.csv gets a reward_<FUNCTION> column each. "
+                        "Held-out accuracy stays the task's")
+    _plugin_flag(t)
     t.add_argument("--max-minutes", type=float, default=None,
                    help="stop after this much training time in this invocation, evaluation excluded (a --resume gets a new budget)")
     t.add_argument("--precision", default=d.precision, choices=["auto", "fp32", "bf16-mixed"],
@@ -121,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--save-model", action="store_true", help="write the trained model/adapter to <out>/model")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    sub.add_parser("variants", help="list the registered GRPO variants")
+    _plugin_flag(sub.add_parser("variants", help="list the registered GRPO variants"))
     sub.add_parser("lab", help="rerun a claim of the claims table on an exact policy (grpo-lessons lab --help)",
                    add_help=False)
     sub.add_parser("tasks", help="list the generated tasks")
@@ -184,6 +214,7 @@ curves.png, gains.png and RESULT.md.  Resumable: rerun the same command to finis
     c.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     c.add_argument("--out", required=True, help="the study folder")
     c.add_argument("--analyse-only", action="store_true", help="only redo the analysis of the runs in --out")
+    _plugin_flag(c)
 
 
 def _compare(args) -> int:
@@ -208,6 +239,8 @@ def _compare(args) -> int:
         base["max_new_tokens"] = args.max_new_tokens
     if args.beta is not None and args.beta >= 0:
         base["beta"] = args.beta
+    if args.plugins:  # each run's config records (and re-imports) the modules its variant comes from
+        base["plugins"] = tuple(args.plugins)
     arms = []
     for v in variants:
         cfg = {"variant": v}
@@ -239,6 +272,9 @@ def config_from_args(args: argparse.Namespace):
         kw["out"] = os.path.join("runs", f"{args.task}-{args.variant}")
     if kw.get("reward_weights") is not None:
         kw["reward_weights"] = tuple(kw["reward_weights"])
+    if kw.get("rewards") is not None:
+        kw["rewards"] = tuple(kw["rewards"])
+    kw["plugins"] = tuple(kw.get("plugins") or ())
     return TrainConfig(**kw)
 
 
@@ -254,6 +290,13 @@ def _train(args) -> int:
         CORRECTION_MODES.lookup(cfg.rollout_correction, "--rollout-correction")
     print(f"grpo-lessons train: model={cfg.model} task={cfg.task} variant={cfg.variant} steps={cfg.steps} "
           f"P={cfg.resolve().prompts_per_step} G={cfg.resolve().group_size} lr={cfg.lr:g} out={cfg.out}", flush=True)
+    own = cfg.reward_functions()
+    if own is not None:
+        from .scoring import reward_names
+
+        names = reward_names(own[0])
+        print("rewards: " + ", ".join(f"{n} x {w:g}" for n, w in zip(names, own[1]))
+              + f" (metrics.csv: {', '.join('reward_' + n for n in names)})", flush=True)
     result = train(cfg, progress=not args.no_progress)
     png = save_plot(result.history, os.path.join(cfg.out, "curves.png"),
                     title=f"{cfg.model} / {cfg.task} / {cfg.variant}")
@@ -308,7 +351,7 @@ def _missing_extra(e: ModuleNotFoundError) -> int:
     if extra is None:
         raise e
     print(f"grpo-lessons: error: this command needs {top}, which the package's [{extra}] extra installs: "
-          f"pip install 'grpo-lessons[{extra}]' (from a checkout: pip install '.[{extra}]'). "
+          f"pip install '.[{extra}]' in a checkout of grpo-lessons (or the wheel built from it, with [{extra}]). "
           "`grpo-lessons lab` needs torch alone.", file=sys.stderr)
     return 2
 
@@ -321,10 +364,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         from grpo_lessons.lab.cli import main as lab_main
 
         return lab_main(argv[1:])
+    registered: dict[str, list[str]] = {}
+    plugins = _plugin_modules(argv[1:])
+    if plugins:  # before the parser: the variants they register are listed in --help and accepted by --variant
+        from .plugins import import_plugins
+
+        try:
+            registered = import_plugins(plugins)
+        except ValueError as e:
+            print(f"grpo-lessons: error: {e}", file=sys.stderr)
+            return 2
     try:
         args = build_parser().parse_args(argv)
     except ModuleNotFoundError as e:  # a core install: the trainer's parser needs the [train] extra
         return _missing_extra(e)
+    if args.command in ("train", "compare"):
+        for module, names in registered.items():
+            print(f"plug-in {module}: registered {', '.join(f'variant {n!r}' for n in names) or 'no new variant'}",
+                  flush=True)
     try:
         if args.command == "train":
             return _train(args)
@@ -340,8 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModuleNotFoundError as e:
         return _missing_extra(e)
     except KeyboardInterrupt:
-        print("grpo-lessons: interrupted; rerun with --resume to continue from the last checkpoint",
-              file=sys.stderr)
+        print("grpo-lessons: interrupted; with --checkpoint-every N, rerun with --resume to continue from the last "
+              "checkpoint", file=sys.stderr)
         return 130
 
 

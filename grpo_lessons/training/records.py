@@ -2,9 +2,10 @@
 :class:`grpo_lessons.training.trainer.Trainer` that writes them (each step's row, the time budget) and :class:`TrainResult`.
 
 Introduced in ``notebooks/05_grpo_end_to_end.ipynb``.  A run directory holds ``metrics.csv`` (one row per
-step, written a whole line at a time), ``config.json`` (the resolved configuration) and ``checkpoint.pt``
-(weights, optimiser, random states, data cursor and history: resuming from it gives the same numbers as an
-uninterrupted run).  The command line adds ``curves.png`` and ``summary.json`` (:mod:`grpo_lessons.training.cli`).
+step, written a whole line at a time), ``config.json`` (the resolved configuration) and, when
+``TrainConfig.checkpoint`` keeps one, ``checkpoint.pt`` (weights, optimiser, random states, data cursor and
+history: resuming from it gives the same numbers as an uninterrupted run).  The command line adds ``curves.png``
+and ``summary.json`` (:mod:`grpo_lessons.training.cli`).
 """
 
 from __future__ import annotations
@@ -309,7 +310,7 @@ class TrainResult:
     initial_eval: dict | None
     out: Path
     config: dict  # the resolved configuration
-    checkpoint_path: Path | None
+    checkpoint_path: Path | None  # out/checkpoint.pt when the run keeps one (TrainConfig.checkpoint), else None
     model: Any = field(repr=False, default=None)
     tokenizer: Any = field(repr=False, default=None)
 
@@ -382,9 +383,26 @@ class RunRecords:
         self.history.append(row)
         append_csv(self.csv_path, self.columns, row)
         every = self.cfg.checkpoint_every
-        if self.step_count == self.cfg.steps or (every and self.step_count % every == 0) or self._time_up():
-            self.save_checkpoint()
+        if every and self.step_count % every == 0 and self.step_count < self.cfg.steps and self.cfg.checkpoint != "never":
+            self.save_checkpoint()  # periodic: a kill loses at most `every` steps (the last step: _end_checkpoint)
         return row
+
+    def _end_checkpoint(self) -> Path | None:
+        """At the end of a run, apply ``cfg.checkpoint``; returns the checkpoint's path, or None when it keeps none.
+
+        ``"end"``: save (unless this step is saved already).  ``"unfinished"``: save when the run stopped before
+        ``steps`` (``max_minutes``), so that a resume can finish it; a run that reached ``steps`` removes the
+        periodic one it no longer needs.  ``"never"``: write nothing.
+        """
+        policy, finished = self.cfg.checkpoint, self.step_count >= self.cfg.steps
+        if policy == "end" or (policy == "unfinished" and not finished):
+            if self._saved_step != self.step_count:
+                self.save_checkpoint()
+            return self.checkpoint_path
+        if policy == "unfinished" and self._saved_step is not None:
+            self.checkpoint_path.unlink(missing_ok=True)
+            self._saved_step = None
+        return None
 
     def _time_up(self, running: float = 0.0) -> bool:
         """True once ``max_minutes`` of this invocation's training time (sampling, scoring, updates; not evaluation)

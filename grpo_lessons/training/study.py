@@ -30,7 +30,8 @@ token limit, reward functions, ...) gets its own.
 
 Resumable: a run whose ``run.json`` says complete (written after its ``metrics.csv``) is skipped; a partial one is
 deleted and redone; a complete one made with other settings stops the study with a message (delete it or use
-another ``--out``).  The trainer's checkpoint is deleted after each run (hundreds of MB; the CSV is what we keep).
+another ``--out``).  A partial run is redone from its start, never resumed, so the runner keeps no checkpoint: each
+run trains with ``checkpoint="never"`` (a full SmolLM2-135M checkpoint is ~1.6 GB; the CSV is what we keep).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ import torch
 
 from . import stats as st
 from .machine import machine
-from .records import CHECKPOINT_NAME, METRICS_NAME, load_history
+from .records import METRICS_NAME, load_history
 from .stats import RUN_JSON, RUNS, SUMMARY_COLUMNS, run_dir, run_is_complete, summarize_run
 from .train_config import TrainConfig, cpu_bf16_speedup
 
@@ -71,8 +72,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 # The settings the held-out evaluation depends on: runs that agree on them share the step-0 evaluation.
 EVAL_FIELDS = ("model", "task", "eval_size", "eval_batch_size", "max_new_tokens", "attn_implementation", "device",
                "dtype", "lora", "lora_r", "lora_alpha", "lora_targets")
-# What the runner sets itself.
-RUNNER_FIELDS = ("seed", "out", "resume")
+# What the runner sets itself (no checkpoint: a partial run is redone, never resumed).
+RUNNER_FIELDS = ("seed", "out", "resume", "checkpoint", "checkpoint_every")
+# Settings that change what a run writes, not what it computes: a finished run made with others is still the same run.
+_NOT_COMPARED = ("out", "resume", "checkpoint", "checkpoint_every")
 
 
 @dataclass(frozen=True)
@@ -223,14 +226,15 @@ def _load() -> list[float]:
 
 def _config(study: Study, arm: Arm, seed: int, out_dir: Path, derived: dict | None) -> TrainConfig:
     # a process that only trains: glibc may keep what it frees (the library default leaves the allocator alone)
-    kw = {"reuse_freed_memory": True, **study.base, **arm.config, **((derived or {}).get("config") or {}), "seed": seed, "out": str(out_dir)}
+    kw = {"reuse_freed_memory": True, **study.base, **arm.config, **((derived or {}).get("config") or {}), "seed": seed,
+          "out": str(out_dir), "checkpoint": "never", "checkpoint_every": 0}
     cfg = TrainConfig(**kw)
     cfg.validate()
     return cfg
 
 
 def _comparable(conf: dict) -> dict:
-    return {k: v for k, v in conf.items() if k not in ("out", "resume")}
+    return {k: v for k, v in conf.items() if k not in _NOT_COMPARED}
 
 
 def _run_state(rd: Path, cfg: TrainConfig) -> str:
@@ -386,7 +390,6 @@ def run_one(study: Study, arm: Arm, seed: int, out: Path, models: _Models) -> di
     steps = trainer.step_count
     del trainer, result
     _collect(models)
-    (rd / CHECKPOINT_NAME).unlink(missing_ok=True)
     info.update(complete=True, steps=steps, minutes=round((time.perf_counter() - t0) / 60, 3),
                 load_average_at_end=_load(), config=json.loads(json.dumps(cfg.resolved(), default=str)),
                 extra=extra)
@@ -818,8 +821,10 @@ def _markdown(study: Study, out: Path, rows: list[dict], an: dict) -> str:
                  f"{f('entropy_last5')} | {f('clip_frac_low_mean', '.4f')}/{f('clip_frac_high_mean', '.4f')} | "
                  f"{f('kl_start_last', '.4f')} | {f('adv_rms_mean')} | {f('minutes', '.1f')} | "
                  f"{f('load_start', '.2f')}/{f('load_end', '.2f')} |")
-    L += ["", "Final length, entropy: means over the last five training steps; clip fractions, advantage RMS: means "
-          "over all steps; KL to start: the last logged value.", "",
+    L += ["", "Final length: the final completion length, the mean number of tokens of the completions sampled for "
+          "training (`completion_len`) over the last five training steps (the greedy held-out length is "
+          "`eval_completion_len`); entropy: the same mean of the sampler's token entropy; clip fractions, advantage "
+          "RMS: means over all steps; KL to start: the last logged value.", "",
           "Files: `runs/<arm>/seed<k>/metrics.csv` (the trainer's log), `run.json`, `config.json`; `summary.csv`, "
           "`analysis.json`, `curves.png`, `gains.png`" + (", `initial_eval.json`" if (out / INITIAL_EVAL).is_file()
                                                          else "") + ".", ""]

@@ -17,7 +17,8 @@ from typing import Any
 
 from grpo_lessons.core.variants import get_variant
 
-__all__ = ["TrainConfig", "default_precision", "cpu_bf16_speedup", "TRAJECTORY_FIELDS", "DEFAULT_GROUP_SIZE", "DEFAULT_PROMPTS_PER_STEP", "ENTROPY_IN"]
+__all__ = ["TrainConfig", "default_precision", "cpu_bf16_speedup", "TRAJECTORY_FIELDS", "DEFAULT_GROUP_SIZE", "DEFAULT_PROMPTS_PER_STEP", "ENTROPY_IN",
+           "CHECKPOINT_POLICIES"]
 
 DEFAULT_GROUP_SIZE = 8
 DEFAULT_PROMPTS_PER_STEP = 8
@@ -26,6 +27,7 @@ SAMPLER_DTYPES = ("float32", "bfloat16", "float16")
 OPTIMIZERS = ("adamw-fused", "adamw-foreach", "adamw")
 COPY_ROUNDINGS = ("dither", "nearest")
 ENTROPY_IN = ("reward", "loss")  # where TrainConfig.entropy_bonus enters
+CHECKPOINT_POLICIES = ("never", "unfinished", "end")  # when TrainConfig writes out/checkpoint.pt
 
 
 def default_precision(device: str | None) -> str:
@@ -99,18 +101,26 @@ class TrainConfig:
     lora_alpha: int = 32
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
     trainable_layers: int | None = None  # train only the last N transformer blocks (+ final norm); None: all
-    checkpoint_every: int = 0  # save every N steps (and always at the end); 0: only at the end
+    checkpoint: str = "unfinished"  # when out/checkpoint.pt (weights, optimiser, random states: ~1.6 GB for a full
+    #   SmolLM2-135M run) is written: "never"; "unfinished": only when the run stops before `steps` (max_minutes), so
+    #   that resume can finish it; a run that reaches `steps` keeps none; "end": at the end of every invocation
+    #   (to continue a finished run with more steps later)
+    checkpoint_every: int = 0  # also save every N steps while running (a killed run loses at most N steps); 0: off
     resume: bool = False  # continue from out/checkpoint.pt when it exists
     dynamic_sampling: bool | None = None  # DAPO: drop all-equal groups and refill; None -> variant default
     max_resample_rounds: int = 4  # bound on the extra sampling rounds of dynamic sampling
     mask_truncated_completions: bool | None = None  # DAPO overlong filtering; None -> variant default
     overlong_cache_len: int | None = None  # DAPO soft overlong penalty buffer (tokens); None: off
     reward_weights: tuple[float, ...] | None = None  # None -> the task's weights
+    rewards: tuple[str, ...] | None = None  # "MODULE:FUNCTION[=WEIGHT]" reward functions that replace the task's
+    #   (training.plugins.load_reward; the held-out accuracy stays the task's); None: the task's own
+    plugins: tuple[str, ...] = ()  # modules imported before the variant is looked up: what they register through
+    #   the public registry API (a variant, an objective, ...) can be trained (training.plugins.import_plugins)
     max_minutes: float | None = None  # stop after this much training time in this invocation (evaluation excluded,
     #   timed in the CSV's time_eval), then evaluate and checkpoint; a resume gets a new budget; None: no limit
     save_model: bool = False  # write the trained model (or adapter) to out/model at the end
-    dtype: str | None = None  # the weights' dtype when cfg.model is loaded; None: float32 (under bf16-mixed the
-    #   weights are fp32 master weights whatever dtype they arrive in; bf16 compute is `precision`'s business)
+    dtype: str | None = None  # the weights' dtype when cfg.model is loaded; None: float32 (in every precision the
+    #   weights are then fp32 master weights whatever dtype they arrive in; bf16 compute is `precision`'s business)
     device: str = "cpu"
     # ----- speed: precision of the training pass and of the sampler
     precision: str = "auto"  # "bf16-mixed": forward/backward on a bf16 copy of the weights, fp32 master weights
@@ -160,6 +170,7 @@ class TrainConfig:
         """
         from .data import DEFAULT_MAX_NEW_TOKENS, TASKS
 
+        self.import_plugins()  # a variant a plug-in registers is looked up below
         v = get_variant(self.variant)
         td = v.train_defaults
         G = self.group_size if self.group_size is not None else (v.fixed_group_size or DEFAULT_GROUP_SIZE)
@@ -191,12 +202,47 @@ class TrainConfig:
         d["lora_targets"] = list(d["lora_targets"])
         if d["reward_weights"] is not None:
             d["reward_weights"] = [float(w) for w in d["reward_weights"]]
+        if d["rewards"] is not None:
+            d["rewards"] = list(d["rewards"])
+        d["plugins"] = list(d["plugins"])
         return d
+
+    def import_plugins(self) -> dict[str, list[str]]:
+        """Import the ``plugins`` modules (once each: Python caches them); ``{module: variants it registered}``."""
+        if isinstance(self.plugins, str) or isinstance(self.rewards, str):
+            raise ValueError("plugins and rewards are sequences of names, e.g. plugins=('my_pkg.variants',), "
+                             "not one string")
+        if not self.plugins:
+            return {}
+        from .plugins import import_plugins
+
+        return import_plugins(self.plugins)
+
+    def reward_functions(self) -> tuple[list, list[float]] | None:
+        """``(functions, weights)`` the ``rewards`` specs name (``reward_weights`` wins when given), or ``None``
+        when the task's own reward functions are used."""
+        if self.rewards is None:
+            return None
+        from .plugins import load_rewards, parse_reward_spec
+
+        specs = [parse_reward_spec(s) for s in self.rewards]
+        funcs, weights = load_rewards(specs)
+        if self.reward_weights is not None:
+            if any(s.weight is not None for s in specs):
+                raise ValueError("reward weights are given twice: in the rewards (MODULE:FUNCTION=WEIGHT) and in "
+                                 "reward_weights; give them one way")
+            weights = [float(w) for w in self.reward_weights]
+        if len(weights) != len(funcs):
+            raise ValueError(f"{len(weights)} reward weights for {len(funcs)} reward functions "
+                             f"({', '.join(s.target for s in specs)})")
+        return funcs, weights
 
     # ----- the one place settings are checked
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first setting that cannot work."""
+        self.import_plugins()  # before the variant is looked up: a plug-in may register it
         v = get_variant(self.variant)  # unknown variant -> ValueError listing the known ones
+        self.reward_functions()  # a reward that cannot be loaded fails here, before any file is written
 
         def positive_int(name, allow_zero=False):
             x = getattr(self, name)
@@ -257,12 +303,21 @@ class TrainConfig:
                                                      or not self.attn_implementation):
             raise ValueError(f"attn_implementation must be None, 'auto' or a transformers attention name such as "
                              f"'eager' or 'sdpa', got {self.attn_implementation!r}")
+        if self.checkpoint not in CHECKPOINT_POLICIES:
+            raise ValueError(f"checkpoint must be one of {CHECKPOINT_POLICIES}, got {self.checkpoint!r}")
+        if self.checkpoint == "never" and self.checkpoint_every:
+            raise ValueError(f"checkpoint='never' writes no checkpoint, yet checkpoint_every={self.checkpoint_every} "
+                             "asks for one every N steps: choose one (checkpoint='unfinished' or 'end' with "
+                             "checkpoint_every, or checkpoint_every=0)")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.rollout_clip_max is not None and not self.rollout_clip_max > 0:
             raise ValueError(f"rollout_clip_max must be > 0, got {self.rollout_clip_max!r}")
         if self.rollout_clip_min is not None and not 0 <= self.rollout_clip_min < (self.rollout_clip_max or math.inf):
             raise ValueError(f"rollout_clip_min must be in [0, rollout_clip_max), got {self.rollout_clip_min!r}")
+        if self.rollout_correction is not None:  # unknown mode -> ValueError listing the registered ones
+            from grpo_lessons.core.correction import CORRECTION_MODES
+            CORRECTION_MODES.lookup(self.rollout_correction, "rollout_correction")
         if self.rollout_correction is not None and "anchor_logp" in v.objective_piece.inputs:
             raise ValueError(
                 f"variant {v.name!r} ({v.objective} objective) already weights each token by min(pi_theta / mu, C) "
@@ -293,4 +348,4 @@ TRAJECTORY_FIELDS = ("model", "task", "variant", "prompts_per_step", "group_size
                      "max_resample_rounds", "mask_truncated_completions", "overlong_cache_len", "reward_weights",
                      "generation_batch_size", "trainable_layers", "precision", "sampler_dtype", "sampler_fp32_head", "copy_rounding", "optimizer",
                      "rollout_correction", "rollout_clip_max", "rollout_clip_min", "off_policy_mask_threshold",
-                     "entropy_bonus", "entropy_in", "retire_solved_at", "topk")
+                     "entropy_bonus", "entropy_in", "retire_solved_at", "topk", "rewards")

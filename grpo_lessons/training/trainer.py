@@ -445,7 +445,7 @@ class Trainer(records.RunRecords):
 
     # ----- the run
     def run(self, progress: bool = True, callback: Callable[[list[dict]], Any] | None = None) -> TrainResult:
-        """Run until ``cfg.steps`` (resuming first when ``cfg.resume``), then save the checkpoint and return."""
+        """Run until ``cfg.steps`` (resuming first when ``cfg.resume``), checkpoint as ``cfg.checkpoint`` says, return."""
         from tqdm.auto import tqdm
 
         self._start()
@@ -462,15 +462,14 @@ class Trainer(records.RunRecords):
                     callback(self.history)
         finally:
             bar.close()
-        if self._saved_step != self.step_count:
-            self.save_checkpoint()
+        checkpoint = self._end_checkpoint()  # cfg.checkpoint: never / unfinished / end (records.RunRecords)
         if self.cfg.save_model:
             self.model.save_pretrained(self.out / "model")
             self.tokenizer.save_pretrained(self.out / "model")
         return TrainResult(history=self.history, csv_path=self.csv_path,
                            final_eval=records.final_eval(self.history, len(self.eval_rows)),
                            initial_eval=self.initial_eval, out=self.out, config=self.conf,
-                           checkpoint_path=self.checkpoint_path, model=self.model, tokenizer=self.tokenizer)
+                           checkpoint_path=checkpoint, model=self.model, tokenizer=self.tokenizer)
 
 
 def train(cfg: TrainConfig, progress: bool = True, callback: Callable[[list[dict]], Any] | None = None,
