@@ -295,3 +295,139 @@ def test_allowed_helpers_exist(ex):
     for name in ex.allowed_calls:
         module, _, func = name.rpartition(".")
         assert callable(getattr(importlib.import_module(module), func, None)), name
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A function that forgets `return`, and a guard that the learner's code cannot switch off.
+
+
+@pytest.mark.parametrize("ex", CODE, ids=lambda e: e.name)
+def test_a_function_that_forgets_return_is_told_so_not_called_unattempted(ex, monkeypatch, capsys):
+    def forgot(*args, **kwargs):
+        n = len(args) + len(kwargs)  # works on something ...
+        n = n * 2  # ... and never returns it
+
+    monkeypatch.delenv("GRPO_LESSONS_EXERCISES", raising=False)
+    assert check(ex.name, forgot) is False
+    printed = capsys.readouterr().out
+    assert "returned None" in printed and "`return`" in printed and "not attempted" not in printed, printed
+    with pytest.raises(ExerciseError, match="returned None"):
+        ex.run(forgot)
+
+    def stub(*args, **kwargs):
+        """The notebook's stub: a docstring and `...`."""
+        ...
+
+    with pytest.raises(NotAttempted):  # the stub is still "not attempted", not "forgot return"
+        ex.run(stub)
+
+
+def test_a_lambda_returning_none_is_a_wrong_answer_but_pass_is_a_stub():
+    def body_is_pass(x):
+        pass
+
+    with pytest.raises(NotAttempted):
+        learner_call(body_is_pass, torch.zeros(2))
+    with pytest.raises(ExerciseError, match="returned None"):
+        learner_call(lambda x: print(end=""), torch.zeros(2))
+
+
+def _ga():
+    from grpo_lessons import group_advantages
+
+    return group_advantages
+
+
+def test_switching_the_profiler_off_inside_the_function_is_caught():
+    import sys
+
+    ga = _ga()
+    r = torch.tensor([1.0, 0.0, 0.0, 1.0])
+
+    def off(x):
+        sys.setprofile(None)
+        return ga(x, 4)
+
+    def off_and_back(x):
+        hook = sys.getprofile()
+        sys.setprofile(None)
+        out = ga(x, 4)
+        sys.setprofile(hook)
+        return out
+
+    def swallowed(x):
+        try:
+            sys.setprofile(None)
+        except BaseException:  # noqa: BLE001 - the cheat hides the refusal
+            pass
+        return ga(x, 4)
+
+    def own_profiler(x):
+        import cProfile
+
+        with cProfile.Profile():
+            return ga(x, 4)
+
+    for fn in (off, off_and_back, swallowed, own_profiler):
+        with pytest.raises(ExerciseError, match="sys.setprofile|package"):
+            _guarded(fn, r)
+        assert sys.getprofile() is None  # the guard put the profiler it found back
+    with pytest.raises(ExerciseError, match="switch"):
+        _guarded(off, r)
+
+
+def test_package_calls_made_in_other_threads_are_caught():
+    import sys
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    ga = _ga()
+    r = torch.tensor([1.0, 0.0, 0.0, 1.0])
+
+    def pooled(x):
+        with ThreadPoolExecutor(2) as pool:
+            return pool.submit(ga, x, 4).result()
+
+    def mapped(x):
+        with ThreadPoolExecutor(2) as pool:
+            return list(pool.map(lambda g: ga(g, 4), [x]))[0]
+
+    def thread(x):
+        out = {}
+        t = threading.Thread(target=lambda: out.update(a=ga(x, 4)))
+        t.start()
+        t.join()
+        return out["a"]
+
+    def thread_switching_off(x):
+        out = {}
+
+        def work():
+            try:
+                sys.setprofile(None)
+            except BaseException:  # noqa: BLE001 - the cheat hides the refusal
+                pass
+            out["a"] = ga(x, 4)
+
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        return out.get("a", x)
+
+    def unhooked_threads(x):
+        threading.setprofile(None)  # threads started from here on would not be watched
+        return thread(x)
+
+    for fn in (pooled, mapped, thread):
+        with pytest.raises(PackageCall, match="group_advantages"):
+            _guarded(fn, r)
+    for fn in (thread_switching_off, unhooked_threads):
+        with pytest.raises(ExerciseError, match="switch"):
+            _guarded(fn, r)
+    assert sys.getprofile() is None and threading.getprofile() is None
+
+    def own_pool(x):  # a thread pool doing the learner's own arithmetic is fine
+        with ThreadPoolExecutor(2) as pool:
+            return pool.submit(lambda y: y - y.mean(), x).result()
+
+    assert torch.equal(_guarded(own_pool, r), r - r.mean())

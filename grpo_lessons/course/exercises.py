@@ -25,7 +25,14 @@ A learner's *function* is always called through :func:`learner_call`, which make
   alias of it, or any other package function not listed in ``Exercise.allowed_calls``) gets a calm
   :class:`PackageCall` message asking for its own version.  The guard watches Python calls with
   :func:`sys.setprofile` for the length of the learner's call only and records every package function
-  entered *from outside the package*, whatever name or module path reached it.
+  entered *from outside the package*, whatever name or module path reached it.  Threads the function starts
+  (``threading.Thread``, a ``ThreadPoolExecutor``) are watched too, through :func:`threading.setprofile`.  The
+  function cannot switch the watch off: an audit hook (:func:`sys.addaudithook`, installed with the first guard)
+  refuses ``sys.setprofile`` (or a profiler such as ``cProfile``) in a watched thread while the guard is on, and
+  the guard checks after the call that its hooks are still in place; either is a :class:`GuardSwitchedOff`.  It is
+  an honesty aid, not a sandbox: threads that were already running before the call are not watched;
+* a function that returns ``None`` is told it returned ``None`` (a forgotten ``return``); only the stub itself, a
+  function whose body does nothing (``...``, ``pass``), is "not attempted".
 
 Solutions and wrong answers are stored as source code (``solution_code``, ``wrong_code``,
 ``package_code``): they are pasted into notebook cells or run by the tests, never executed by this
@@ -35,19 +42,22 @@ notebook), imported on first use.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import dis
 import importlib
 import math
 import os
 import pkgutil
 import sys
+import threading
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "Exercise", "ExerciseError", "NotAttempted", "PackageCall", "register", "check", "get_exercise",
+    "Exercise", "ExerciseError", "NotAttempted", "PackageCall", "GuardSwitchedOff", "register", "check", "get_exercise",
     "all_exercises", "exercises_for", "is_stub", "learner_call", "call_learner", "close_to", "close_to_list",
     "check_function", "STRICT_ENV", "KINDS",
 ]
@@ -83,8 +93,20 @@ class PackageCall(ExerciseError):
             "with the package's.")
 
 
+class GuardSwitchedOff(ExerciseError):
+    """The learner's function switched off the watch on package calls (``sys.setprofile``, a profiler,
+    ``threading.setprofile``)."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+        super().__init__(
+            f"your function switched off the check's watch on package calls ({how}). The check cannot tell your "
+            "version from the package's then. Remove that line and write the computation yourself (torch or plain "
+            "Python); once it passes, `cmp(...)` compares it with the package's.")
+
+
 class NotAttempted(Exception):
-    """The answer is still the stub (``...``), or a learner's function returns ``None`` / ``...``."""
+    """The answer is still the stub (``...``), or a learner's function whose body does nothing (or returns ``...``)."""
 
 
 @dataclass(frozen=True)
@@ -192,9 +214,29 @@ def exercises_for(notebook: str) -> list[Exercise]:
     return [e for e in all_exercises() if e.notebook == notebook]
 
 
+_EMPTY_OPS = frozenset({"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST"})
+
+
+def _does_nothing(fn: Any) -> bool:
+    """Whether ``fn`` is a Python function whose body does nothing: a docstring and ``...`` or ``pass`` (the
+    notebook's stub), compiled to "return None" (or ``return ...``)."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if not isinstance(code, types.CodeType) or code.co_flags & (0x20 | 0x80 | 0x200):  # generator, coroutine, async gen
+        return False
+    for ins in dis.get_instructions(code):
+        if ins.opname not in _EMPTY_OPS:
+            return False
+        if ins.opname in ("LOAD_CONST", "RETURN_CONST") and ins.argval is not None and ins.argval is not Ellipsis:
+            return False
+    return True
+
+
 def is_stub(answer: Any) -> bool:
-    """``...`` (or a container holding it) is the stub a notebook ships with."""
+    """``...`` (or a container holding it) is the stub a notebook ships with; so is a function whose body does
+    nothing (``...`` or ``pass``, after an optional docstring)."""
     if answer is Ellipsis:
+        return True
+    if callable(answer) and _does_nothing(answer):
         return True
     if isinstance(answer, (list, tuple)):
         return any(a is Ellipsis for a in answer)
@@ -211,22 +253,71 @@ def _in_package(module: str) -> bool:
     return module == _PACKAGE or module.startswith(_PACKAGE + ".")
 
 
+_GUARDS: list["_PackageCalls"] = []  # the guards now on (a check may run inside another's call)
+_OWN = threading.local()  # .setting: a guard is installing or removing its own hook in this thread
+_AUDIT = {"installed": False}
+_BOOTSTRAP = threading.Thread._bootstrap_inner.__code__  # where a new thread installs threading's profile hook
+_THREADING_SETPROFILE = threading.setprofile  # the real one (a guard swaps in a refusal while it is on)
+
+
+def _set_profile(hook: Any) -> None:
+    """``sys.setprofile`` on behalf of a guard (the audit hook lets it through)."""
+    _OWN.setting = True
+    try:
+        sys.setprofile(hook)
+    finally:
+        _OWN.setting = False
+
+
+def _audit(event: str, args: tuple) -> None:  # noqa: ARG001 - the audit hook's signature
+    """Refuse ``sys.setprofile`` (and every profiler, which goes through it) in a watched thread while a guard is on.
+
+    ``sys.setprofile`` raises the audit event ``sys.setprofile`` before it changes anything; raising here makes the
+    call fail, so the guard's hook stays in place whatever the learner's code does with the exception.  A thread
+    started during the call installs threading's hook (the guard's) in its bootstrap: that call is let through and
+    the thread is watched from then on.
+    """
+    if event != "sys.setprofile" or not _GUARDS or getattr(_OWN, "setting", False):
+        return
+    tid = threading.get_ident()
+    for guard in list(_GUARDS):
+        if tid in guard.threads:
+            how = "sys.setprofile, or a profiler, " + ("inside it" if tid == guard.owner else "in a thread it started")
+            guard.switched_off.append(how)
+            raise GuardSwitchedOff(how)
+    owner = getattr(threading.getprofile(), "__self__", None)
+    if owner in _GUARDS and sys._getframe(1).f_code is _BOOTSTRAP:
+        owner.threads.add(tid)  # a new thread, started under the guard, installing the guard's hook
+
+
 class _PackageCalls:
     """Record every package function entered from outside the package while the ``with`` block runs.
 
     A frame is recorded when its module is in the package and its caller's is not: the learner's code
     (or a C function such as ``map`` it handed the package function to) called in.  Calls the package makes
-    internally, module bodies run by an import, and ``allowed`` functions are not recorded.  The profiler
-    that was installed before (a debugger's, say) is put back on exit.
+    internally, module bodies run by an import, and ``allowed`` functions are not recorded.  Threads started
+    inside the block are watched too (:func:`threading.setprofile`), and the learner's code cannot remove the hook
+    (:func:`_audit`); ``switched_off`` says how it tried.  The profilers that were installed before (a debugger's,
+    say) are put back on exit.
     """
 
     def __init__(self, allowed: tuple[str, ...]) -> None:
         self.allowed = allowed
         self.calls: list[str] = []
+        self.switched_off: list[str] = []
+        self.threads: set[int] = set()
+        self.owner = 0
+        self.active = False
         self._previous: Any = None
+        self._previous_threads: Any = None
+        self._threading_setprofile: Any = None
 
     def _hook(self, frame, event, arg):  # noqa: ARG002 - the profiler's signature
         if event != "call":
+            return
+        if not self.active:  # a thread the learner's call started that outlived it: stop watching it
+            if threading.get_ident() != self.owner:
+                _set_profile(None)
             return
         module = frame.f_globals.get("__name__", "")
         if not _in_package(module):
@@ -243,13 +334,36 @@ class _PackageCalls:
             return
         self.calls.append(name)
 
+    def _refuse_threading_setprofile(self, func: Any) -> None:  # noqa: ARG002 - threading.setprofile's signature
+        self.switched_off.append("threading.setprofile")
+        raise GuardSwitchedOff("threading.setprofile")
+
     def __enter__(self) -> list[str]:
-        self._previous = sys.getprofile()
-        sys.setprofile(self._hook)
+        if not _AUDIT["installed"]:
+            sys.addaudithook(_audit)  # for the rest of the process: audit hooks cannot be removed
+            _AUDIT["installed"] = True
+        self.owner = threading.get_ident()
+        self.threads = {self.owner}
+        self._previous, self._previous_threads = sys.getprofile(), threading.getprofile()
+        self._threading_setprofile = threading.setprofile
+        _THREADING_SETPROFILE(self._hook)  # threads started by the learner's call install it first thing
+        threading.setprofile = self._refuse_threading_setprofile
+        self.active = True
+        _GUARDS.append(self)
+        _set_profile(self._hook)
         return self.calls
 
     def __exit__(self, *exc: Any) -> None:
-        sys.setprofile(self._previous)
+        if sys.getprofile() != self._hook:
+            self.switched_off.append("sys.setprofile")
+        if threading.getprofile() != self._hook:
+            self.switched_off.append("threading's profile hook")
+        self.active = False
+        _set_profile(self._previous)
+        if self in _GUARDS:
+            _GUARDS.remove(self)
+        threading.setprofile = self._threading_setprofile
+        _THREADING_SETPROFILE(self._previous_threads)
 
 
 def _call(fn: Any, args: tuple, kwargs: dict) -> Any:
@@ -303,10 +417,11 @@ def call_learner(fn: Any, args: tuple = (), kwargs: dict | None = None, *, allow
                  with_args: bool = False) -> Any:
     """Call a learner's function on copies of ``args``/``kwargs``; see the module docstring.
 
-    A stub (not callable, or returning ``None`` / ``...``) is :class:`NotAttempted` (``allow_none=True``
-    when ``None`` is a right answer for these inputs); the learner's own exception, a package call or an
-    input changed in place is an :class:`ExerciseError`.  ``with_args=True`` returns
-    ``(out, args_copy, kwargs_copy)``, for checks that differentiate through the copies the learner got.
+    A stub (``...``, or a function whose body does nothing, or that returns ``...``) is :class:`NotAttempted`;
+    a function that returns ``None`` is an :class:`ExerciseError` saying so (a forgotten ``return``), unless
+    ``allow_none=True`` (``None`` is a right answer for these inputs).  The learner's own exception, a package
+    call, switching the guard off or an input changed in place is an :class:`ExerciseError`.  ``with_args=True``
+    returns ``(out, args_copy, kwargs_copy)``, for checks that differentiate through the copies the learner got.
     """
     if is_stub(fn):
         raise NotAttempted
@@ -314,21 +429,31 @@ def call_learner(fn: Any, args: tuple = (), kwargs: dict | None = None, *, allow
         raise ExerciseError(f"expected a function, got {type(fn).__name__}")
     kwargs = kwargs or {}
     args_c, kwargs_c = _copy(tuple(args)), _copy(dict(kwargs))
-    with _PackageCalls(_ALLOWED.get()) as calls:
+    guard = _PackageCalls(_ALLOWED.get())
+    failure: BaseException | None = None
+    with guard if GUARD_PACKAGE_CALLS else contextlib.nullcontext():
         try:
             out = _call_from_outside(fn, args_c, kwargs_c)
-        except (NotAttempted, ExerciseError):
-            raise
-        except NotImplementedError:
+        except Exception as err:  # noqa: BLE001 - sorted out below, after the guard is off
+            failure = err
+    if guard.switched_off:  # whatever else happened: the check cannot vouch for this call
+        raise GuardSwitchedOff(guard.switched_off[0])
+    if failure is not None:
+        if isinstance(failure, (NotAttempted, ExerciseError)):
+            raise failure
+        if isinstance(failure, NotImplementedError):
             raise NotAttempted from None
-        except Exception as err:  # the learner's code failing is a wrong answer, shown with its error
-            if calls and GUARD_PACKAGE_CALLS:
-                raise PackageCall(list(calls)) from None
-            raise ExerciseError(f"your function raised {type(err).__name__}: {err}") from None
-    if calls and GUARD_PACKAGE_CALLS:
-        raise PackageCall(list(calls))
-    if out is Ellipsis or (out is None and not allow_none):
+        if guard.calls:
+            raise PackageCall(list(guard.calls)) from None
+        # the learner's code failing is a wrong answer, shown with its error
+        raise ExerciseError(f"your function raised {type(failure).__name__}: {failure}") from None
+    if guard.calls:
+        raise PackageCall(list(guard.calls))
+    if out is Ellipsis:
         raise NotAttempted
+    if out is None and not allow_none:
+        raise ExerciseError("your function returned None: did you forget `return` at the end? It ran, so it is "
+                            "not the stub any more; return the result instead of only computing it.")
     if GUARD_INPLACE and not (_same(tuple(args), args_c) and _same(dict(kwargs), kwargs_c)):
         raise ExerciseError("your function changed its inputs in place (an in-place operation such as `x -= ...`, "
                             "`x[...] = ...` or `.zero_()` on an argument). The caller still needs those values: "

@@ -142,3 +142,115 @@ register(Exercise(
                  "    half = T975[n - 1] * sd / math.sqrt(n)\n    return mean, mean - half, mean + half\n"),
     ),
 ))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Power: how many paired seeds a study needs, from a pilot's paired differences.
+
+def reference_seeds_needed(pilot, effect, power=0.8):
+    """The seeds a paired study needs to show ``effect`` with probability ``power`` at the 95 % level, given a pilot's
+    paired differences ``pilot`` (their Bessel-corrected sd): :func:`grpo_lessons.core.stats.seeds_for_power`."""
+    import statistics
+
+    from grpo_lessons.core.stats import seeds_for_power
+
+    return seeds_for_power(statistics.stdev(pilot), effect, power)
+
+
+# A pilot's per-seed paired differences (arm minus baseline), the effect to detect (same unit), the power.
+_POWER_CASES = [
+    ([11.0, 2.0, -3.0], 5.0, 0.8),                  # points of accuracy; three pilot seeds
+    ([5.0, -1.0, -4.0, 2.0], 10.0, 0.8),            # a large effect: few seeds
+    ([16.0, -14.0, 8.0], 5.0, 0.9),                 # a noisy pilot and 90 % power: many
+    ([0.02, -0.05, 0.04, 0.01, -0.03], 0.03, 0.8),  # fractions, not points: only the ratio sd / effect matters
+    ([1.0, 2.0, 4.0], 2.0, 0.5),                    # power 0.5: t_{0.5} = 0, the test's quantile alone
+]
+
+
+def _check_seeds(fn):
+    for pilot, effect, power in _POWER_CASES:
+        want = reference_seeds_needed(pilot, effect, power)
+        got = call_learner(fn, (pilot, effect, power))
+        shown = f"for pilot = {pilot}, effect = {effect:g}, power = {power:g}:"
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or got != int(got):
+            raise ExerciseError(f"{shown} return a whole number of seeds, got {got!r}")
+        got = int(got)
+        if got == want:
+            continue
+        if got == want - 1:
+            raise ExerciseError(
+                f"{shown} you return {got} seeds, one short of {want}: at n = {got} the condition "
+                "(t_{0.975, n-1} + t_{power, n-1}) * sd / sqrt(n) <= effect does not hold yet. Return the smallest "
+                "n at which it holds.")
+        side = "too few" if got < want else "too many"
+        raise ExerciseError(
+            f"{shown} you return {got} seeds, {side}; the package's seeds_for_power gives {want}. Check each part "
+            "of (t_{0.975, n-1} + t_{power, n-1}) * sd / sqrt(n) <= effect: sd is the Bessel-corrected standard "
+            "deviation of the pilot's differences (divide by len(pilot) - 1), the t quantiles have n - 1 degrees of "
+            "freedom, n being the seeds of the study (not of the pilot), both quantiles count (the test's 0.975 and "
+            "the power's), and the standard error is sd / sqrt(n).")
+
+
+_SEEDS_SOLUTION = """import math
+
+from grpo_lessons.training.stats import t_quantile
+
+
+def seeds_needed(pilot, effect, power=0.8):
+    k = len(pilot)
+    mean = sum(pilot) / k
+    sd = math.sqrt(sum((x - mean) ** 2 for x in pilot) / (k - 1))  # the pilot's paired sd
+    n = 2
+    while (t_quantile(0.975, n - 1) + t_quantile(power, n - 1)) * sd / math.sqrt(n) > abs(effect):
+        n += 1
+    return n
+"""
+
+
+def _seeds_variant(condition: str = "(t_quantile(0.975, n - 1) + t_quantile(power, n - 1)) * sd / math.sqrt(n)",
+                   sd: str = "math.sqrt(sum((x - mean) ** 2 for x in pilot) / (k - 1))", ret: str = "n") -> str:
+    """A wrong answer: the solution with one part replaced."""
+    return ("import math\n\nfrom grpo_lessons.training.stats import t_quantile\n\n\n"
+            "def seeds_needed(pilot, effect, power=0.8):\n"
+            "    k = len(pilot)\n    mean = sum(pilot) / k\n"
+            f"    sd = {sd}\n    n = 2\n"
+            f"    while {condition} > abs(effect):\n        n += 1\n"
+            f"    return {ret}\n")
+
+
+register(Exercise(
+    name="20-seeds-for-power", notebook="20_variant_shootout.ipynb", variable="seeds_needed", kind="code",
+    prompt="Write seeds_needed(pilot, effect, power=0.8): from a pilot's paired differences, the smallest number of "
+           "paired seeds n >= 2 with (t_{0.975, n-1} + t_{power, n-1}) * sd / sqrt(n) <= effect, sd the pilot's "
+           "Bessel-corrected standard deviation.",
+    check=_check_seeds, reference=reference_seeds_needed,
+    allowed_calls=("grpo_lessons.core.stats.t_quantile",),
+    package_code=("import statistics\n\nfrom grpo_lessons.core.stats import seeds_for_power\n\n"
+                  "def seeds_needed(pilot, effect, power=0.8):\n"
+                  "    return seeds_for_power(statistics.stdev(pilot), effect, power)\n"),
+    solution_code=_SEEDS_SOLUTION,
+    wrong_code=(
+        # the normal quantiles 1.96 and 0.84 (right for many seeds, too few for a handful)
+        _seeds_variant(condition="(1.959964 + {0.5: 0.0, 0.8: 0.841621, 0.9: 1.281552}[power]) * sd / math.sqrt(n)"),
+        # the normal approximation in closed form: n = ((z + z_power) sd / effect)^2, rounded up
+        ("import math\n\n\ndef seeds_needed(pilot, effect, power=0.8):\n"
+         "    k = len(pilot)\n    mean = sum(pilot) / k\n"
+         "    sd = math.sqrt(sum((x - mean) ** 2 for x in pilot) / (k - 1))\n"
+         "    z = {0.5: 0.0, 0.8: 0.841621, 0.9: 1.281552}[power]\n"
+         "    return max(2, math.ceil(((1.959964 + z) * sd / effect) ** 2))\n"),
+        # the power's quantile left out: 50 % power whatever is asked
+        _seeds_variant(condition="t_quantile(0.975, n - 1) * sd / math.sqrt(n)"),
+        # a one-sided test (0.95)
+        _seeds_variant(condition="(t_quantile(0.95, n - 1) + t_quantile(power, n - 1)) * sd / math.sqrt(n)"),
+        # n degrees of freedom instead of n - 1
+        _seeds_variant(condition="(t_quantile(0.975, n) + t_quantile(power, n)) * sd / math.sqrt(n)"),
+        # the degrees of freedom of the pilot, not of the study
+        _seeds_variant(condition="(t_quantile(0.975, k - 1) + t_quantile(power, k - 1)) * sd / math.sqrt(n)"),
+        # the population sd of the pilot
+        _seeds_variant(sd="math.sqrt(sum((x - mean) ** 2 for x in pilot) / k)"),
+        # the last n that fails, not the first that holds
+        _seeds_variant(ret="n - 1"),
+        # the number from the text, whatever the pilot
+        "def seeds_needed(pilot, effect, power=0.8):\n    return 23\n",
+    ),
+))
