@@ -206,3 +206,28 @@ def test_scaling_widget_builds_on_given_data(tmp_path):
     assert {c.description for c in wdg.children if getattr(c, "description", "")} == {"asymptote R∞", "log10 C_mid",
                                                                                        "steepness ζ"}
     assert wdg.result["manual"][0] == pytest.approx(0.6, abs=0.01)
+
+
+def _pixels(fig) -> np.ndarray:
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(int)
+
+
+def test_mismatch_clip_min_is_named_and_visible_at_the_starting_settings():
+    """Notebook 11's lower bound: its value is in a title, and moving it at the widget's starting settings (mismatch
+    0.1, length 32, token_truncate, cap 3) changes what is drawn, not only a few pixels of a log-scale bar."""
+    fig0 = vo.plot_mismatch_simulator(vo.mismatch_simulator(0.1, 32, "token_truncate", 3.0, None, samples=3000))
+    titles0 = " ".join(ax.get_title() for ax in fig0.axes)
+    for clip_min in (0.2, 0.5):  # 0.2 changes no weight here: the figure must still show where the bound lies
+        d = vo.mismatch_simulator(0.1, 32, "token_truncate", 3.0, clip_min, samples=3000)
+        fig = vo.plot_mismatch_simulator(d)
+        titles = " ".join(ax.get_title() for ax in fig.axes)
+        assert f"clip_min {clip_min:g}" in titles and f"clip_min {clip_min:g}" not in titles0, titles
+        changed = int((np.abs(_pixels(fig) - _pixels(fig0)).sum(-1) > 30).sum())
+        assert changed > 2000, f"clip_min {clip_min} changes {changed} pixels of the figure"
+    # at 0.5 the sequence modes act (the product of 32 token ratios falls below it), the token modes do not
+    assert d["options"]["sequence_truncate"]["share"] > 0.05 and d["options"]["token_truncate"]["share"] == 0.0
+    ticks = " ".join(t.get_text() for t in fig.axes[1].get_xticklabels())
+    assert f"{100 * d['options']['sequence_truncate']['share']:.1f}%" in ticks, ticks
+    slider = next(c for c in vo.mismatch_widget().children if getattr(c, "description", "").startswith("clip_min"))
+    assert slider.max >= 0.95  # far enough to reach the token ratios at the starting settings (>= 0.81)

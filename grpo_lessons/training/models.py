@@ -100,7 +100,9 @@ def tiny_qwen(tokenizer=None, *, arch: str = "qwen2", hidden_size: int = 64, num
         max_position_embeddings=512,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.eos_token_id,
+        # the tokenizer's own BOS (None: ChatML has none), so that transformers' Trainer finds nothing to
+        # re-align and warn about ("The tokenizer has new PAD/BOS/EOS tokens ...")
+        bos_token_id=tokenizer.bos_token_id,
         tie_word_embeddings=True,
     )
     if arch == "qwen2":
@@ -115,6 +117,7 @@ def tiny_qwen(tokenizer=None, *, arch: str = "qwen2", hidden_size: int = 64, num
         model = cls(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
     return model.to(dtype)
 
 

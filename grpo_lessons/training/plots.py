@@ -102,6 +102,10 @@ def curves(history: Sequence[dict], alpha: float = 0.3) -> dict[str, tuple[list[
     return out
 
 
+#: The curves figure's size in inches: at the inline backend's 100 dpi it fits the course site's ~760 px column.
+FIGSIZE = (7.8, 5.6)
+
+
 def plot_training(history: Sequence[dict], path: str | os.PathLike | None = None, title: str | None = None,
                   fig=None):
     """A 2 x 2 figure: reward (raw and smoothed), held-out accuracy, KL and clip fraction, completion length.
@@ -112,7 +116,7 @@ def plot_training(history: Sequence[dict], path: str | os.PathLike | None = None
 
     c = curves(history)
     if fig is None:
-        fig, axes = plt.subplots(2, 2, figsize=(10, 6.5))
+        fig, axes = plt.subplots(2, 2, figsize=FIGSIZE)
     else:
         fig.clf()
         axes = fig.subplots(2, 2)
@@ -150,11 +154,7 @@ def plot_training(history: Sequence[dict], path: str | os.PathLike | None = None
 
 def save_plot(history: Sequence[dict], path: str | os.PathLike, title: str | None = None) -> str:
     """Write the curves PNG without touching any open figure (Agg canvas); returns the path."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(10, 6.5))
-    FigureCanvasAgg(fig)
+    fig = LivePlot.new_figure()
     plot_training(history, fig=fig, title=title)
     fig.savefig(path, dpi=110)
     return str(path)
@@ -173,6 +173,16 @@ class LivePlot:
         self._handle = None
         self._fig = None
 
+    @staticmethod
+    def new_figure():
+        """A figure of :data:`FIGSIZE` on an Agg canvas, outside pyplot (no open figure is touched)."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=FIGSIZE)
+        FigureCanvasAgg(fig)
+        return fig
+
     def __call__(self, history: Sequence[dict]) -> None:
         self.history = list(history)
         step = int(history[-1].get("step") or 0) if history else 0
@@ -188,12 +198,8 @@ class LivePlot:
             last = history[-1] if history else {}
             print(f"step {step}: reward {last.get('reward_mean')} accuracy {last.get('accuracy')}")
             return
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
         if self._fig is None:
-            self._fig = Figure(figsize=(10, 6.5))
-            FigureCanvasAgg(self._fig)
+            self._fig = self.new_figure()
         plot_training(self.history, fig=self._fig, title=self.title)
         if self._handle is None:
             self._handle = display(self._fig, display_id=True)

@@ -86,13 +86,13 @@ def plot_critic_memory(d: dict[str, Any]):
                    label=label if algo == "ppo" else None, edgecolor="k", linewidth=0.4)
             bottom = bottom + vals
         for xi, tot in zip((x + offset).tolist(), bottom.tolist()):
-            ax.text(xi, tot, algo.upper(), ha="center", va="bottom", fontsize=7)
+            ax.text(xi, tot, algo.upper(), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x.tolist(), sizes)
     ax.set_yscale("log")
     ax.set_ylim(bottom=0.5 * float(d["bf16_weights"].min()))
     ax.set_ylabel("GB (weights + optimiser state)")
     ax.set_title("Memory held during RL: PPO (left bar) vs GRPO (right bar)")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
 
@@ -280,12 +280,12 @@ def variance_sweep(
 def plot_gradient_variance(d: dict[str, Any]):
     """Bars: noise-to-signal ratio and share of wrong-direction estimates, per baseline."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 3.4))
     labels = [_BASELINE_LABELS.get(b, b) for b in d["baselines"]]
     colors = [f"C{i}" for i in range(len(labels))]
     axes[0].barh(labels, d["relative_variance"].tolist(), color=colors)
     axes[0].set_xscale("log")
-    axes[0].bar_label(axes[0].containers[0], fmt="%.3g", fontsize=7, padding=2)
+    axes[0].bar_label(axes[0].containers[0], fmt="%.3g", fontsize=8, padding=2)
     axes[0].set_xlim(right=1.8 * float(d["relative_variance"].max()))  # room for the value labels
     axes[0].xaxis.set_minor_formatter(plt.NullFormatter())  # the bars carry their values; no crowded minor labels
     axes[0].set_xlabel("relative variance  E|g - Eg|² / |Eg|²")
@@ -293,8 +293,8 @@ def plot_gradient_variance(d: dict[str, Any]):
     axes[1].barh(labels, d["wrong_direction"].tolist(), color=colors, label="wrong way")
     axes[1].barh(labels, d["zero_fraction"].tolist(), left=d["wrong_direction"].tolist(), color="0.8",
                  label="exactly zero")
-    axes[1].set_xlabel("share of estimates: wrong way (colour), zero (grey)")
-    axes[1].legend(fontsize=7, loc="lower right")
+    axes[1].set_xlabel("share of estimates:\nwrong way (colour), zero (grey)")
+    axes[1].legend(fontsize=8, loc="lower right")
     axes[1].set_xlim(0, 0.6)
     axes[1].invert_yaxis()
     axes[1].set_yticklabels([])
@@ -457,7 +457,7 @@ def advantage_distribution(group_size: int, p: float, *, scale: str = "group", e
 def plot_advantage_distribution(d: dict[str, Any]):
     """Stem plot of the advantage of a random completion, with P(no gradient) in the title."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 3.4))
     ax = axes[0]
     ax.stem(d["values"].tolist(), d["mass"].tolist(), basefmt=" ")
     ax.set_xlabel(f"advantage of one completion (scale={d['scale']!r})")
@@ -522,7 +522,7 @@ def plot_zero_gradient(d: dict[str, Any] | None = None):
     budget = 256 if d is None else d["rollout_budget"]
     ps = torch.linspace(0.005, 0.995, 199).tolist() if fine else d["pass_rates"].tolist()
     dd = group_size_table(gs, ps, rollout_budget=budget)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 3.4))
     for j, g in enumerate(gs):
         axes[0].plot(ps, dd["p_zero"][j].tolist(), label=f"G = {g}")
         axes[1].plot(ps, dd["informative"][j].tolist(), label=f"G = {g}")
@@ -585,7 +585,7 @@ def plot_scaling_comparison(d: dict[str, Any]):
     for b in range(1, n // G):
         ax.axvline(b * G - 0.5, color="k", lw=0.6, ls="--")
     ax.axhline(0, color="k", lw=0.5)
-    ax.set_xticks(range(n), [f"{float(x):g}" for x in d["rewards"]], fontsize=7)
+    ax.set_xticks(range(n), [f"{float(x):g}" for x in d["rewards"]], fontsize=8)
     ax.set_xlabel("reward of each completion (dashed lines separate prompts)")
     ax.set_ylabel("advantage")
     ax.legend(fontsize=8)

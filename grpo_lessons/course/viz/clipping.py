@@ -63,7 +63,7 @@ def clip_curves(epsilon: float = 0.2, epsilon_high: float | None = None, adv: fl
 def plot_clip_region(epsilon: float = 0.2, epsilon_high: float | None = None, adv_abs: float = 1.0):
     """2 x 2: objective (top) and gradient (bottom) against the ratio, for A > 0 (left) and A < 0 (right)."""
     plt = _plt()
-    fig, axes = plt.subplots(2, 2, figsize=(10, 5.2), sharex=True)
+    fig, axes = plt.subplots(2, 2, figsize=(7.8, 6.6), sharex=True)
     for col, sign in enumerate((+1, -1)):
         d = clip_curves(epsilon, epsilon_high, sign * adv_abs)
         r = d["ratio"].tolist()
@@ -84,7 +84,7 @@ def plot_clip_region(epsilon: float = 0.2, epsilon_high: float | None = None, ad
                 ax.set_title(f"A = {d['adv']:+g}: clip to [{d['lower']:.2f}, {d['upper']:.2f}]", fontsize=10)
             else:
                 ax.set_xlabel("ratio ρ = π_θ / π_old")
-            ax.legend(fontsize=7, loc=("upper left" if sign > 0 else "upper right") if row == 0 else "center left",
+            ax.legend(fontsize=8, loc=("upper left" if sign > 0 else "upper right") if row == 0 else "center left",
                       framealpha=0.9)
     fig.tight_layout()
     return fig
@@ -154,8 +154,9 @@ def plot_kl_estimators(d: dict[str, Any], sweep: dict[str, Any] | None = None):
     ``sweep``): Monte-Carlo mean of each estimator against the exact KL.
     """
     plt = _plt()
-    fig = plt.figure(figsize=(11 if sweep is not None else 6.2, 4.6))
-    grid = fig.add_gridspec(2, 2 if sweep is not None else 1, height_ratios=(3, 1), hspace=0.08)
+    fig = plt.figure(figsize=(7.8 if sweep is not None else 6.2, 4.8))
+    grid = fig.add_gridspec(2, 2 if sweep is not None else 1, height_ratios=(3, 1), hspace=0.08,
+                            **({"width_ratios": (1.2, 1)} if sweep is not None else {}))
     ax = fig.add_subplot(grid[0, 0])
     axh = fig.add_subplot(grid[1, 0], sharex=ax)
     log_rho = -d["samples"]["k1"]  # k1 = -log rho
@@ -171,13 +172,14 @@ def plot_kl_estimators(d: dict[str, Any], sweep: dict[str, Any] | None = None):
     ax.set_ylabel("per-token estimate")
     ax.tick_params(labelbottom=False)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False,
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2 if sweep is not None else 3,
+              frameon=False,
               title=f"vocab = {d['vocab']}, distance = {d['distance']:g}, n = {d['n_samples']}",
               title_fontsize=8)
     axh.hist(log_rho.tolist(), bins=40, color="0.6", density=True)
     axh.set_ylabel("density", fontsize=8)
-    axh.set_xlabel("log κ = log π_ref(o) - log π_θ(o);  bottom: its distribution under π_θ")
-    axh.tick_params(labelsize=7)
+    axh.set_xlabel("log κ = log π_ref(o) - log π_θ(o)\nbottom: its distribution under π_θ")
+    axh.tick_params(labelsize=8)
     if sweep is not None:
         ax = fig.add_subplot(grid[:, 1])
         kl = sweep["kl"].tolist()
@@ -191,8 +193,8 @@ def plot_kl_estimators(d: dict[str, Any], sweep: dict[str, Any] | None = None):
         ax.set_yscale("log")
         ax.set_xscale("log")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    fig.subplots_adjust(left=0.08, right=0.98, top=0.8, bottom=0.12, wspace=0.25)
+        ax.legend(fontsize=8)
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.74, bottom=0.15, wspace=0.3)
     return fig
 
 
@@ -243,7 +245,7 @@ def reachable_probability(p_old, eps_high: float) -> torch.Tensor:
 def plot_clip_higher(d: dict[str, Any]):
     """Objective (left) and gradient (right) against the ratio, DAPO's range against the symmetric one."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharex=True)
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 3.4), sharex=True)
     r = d["ratio"].tolist()
     for ax, key in zip(axes, ("objective", "gradient")):
         ax.plot(r, d[f"{key}_sym"].tolist(), color="0.4", lw=2, ls="--", label=f"symmetric [{d['lower']:.2f}, "
@@ -257,7 +259,7 @@ def plot_clip_higher(d: dict[str, Any]):
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"objective, A = {d['adv']:+g}")
     axes[1].set_ylabel("d objective / d ρ")
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -315,7 +317,7 @@ def gspo_batch(lengths: Sequence[int] = (16, 32, 64, 128, 256) * 4, *, token_noi
 def plot_gspo_ratios(d: dict[str, Any]):
     """Token ratios of each completion (dots) against its sequence ratio (bar), with both clip ranges."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(10, 3.8))
+    fig, ax = plt.subplots(figsize=(7.8, 3.8))
     for i in range(d["lengths"].numel()):
         lr = d["log_ratio"][i][d["mask"][i] > 0]
         jitter = torch.linspace(-0.3, 0.3, lr.numel())
@@ -328,13 +330,13 @@ def plot_gspo_ratios(d: dict[str, Any]):
     glo, ghi = d["gspo_range"]
     ax.axhspan(1 - glo, 1 + ghi, color="C2", alpha=0.6, zorder=-1, label=f"GSPO range [1-{glo:g}, 1+{ghi:g}]")
     ax.set_xticks(range(d["lengths"].numel()), [f"{int(n)}\n{a:+.0f}" for n, a in
-                                                zip(d["lengths"].tolist(), d["adv"].tolist())], fontsize=6)
+                                                zip(d["lengths"].tolist(), d["adv"].tolist())], fontsize=8)
     ax.set_xlabel("completion: length |o| and sign of A (blue A > 0, red A < 0)", fontsize=8)
     ax.set_ylabel("ratio")
-    ax.set_title(f"token ratios (dots) vs sequence ratio s_i (bar); clipped: tokens at GRPO's range "
+    ax.set_title(f"token ratios (dots) vs sequence ratio s_i (bar)\nclipped: tokens at GRPO's range "
                  f"{d['token_clip_grpo_range']:.1%}, tokens at GSPO's {d['token_clip_gspo_range']:.1%}, "
-                 f"sequences at GSPO's {d['seq_clip_gspo_range']:.0%}", fontsize=8)
-    ax.legend(fontsize=7, loc="upper right")
+                 f"sequences at GSPO's {d['seq_clip_gspo_range']:.0%}", fontsize=9)
+    ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     return fig
 
@@ -393,18 +395,18 @@ def noisy_sequence_gradients(*, long_length: int = 200, short_length: int = 20, 
 def plot_noisy_sequence(d: dict[str, Any]):
     """The long completion's per-token gradient weights under GRPO and GSPO (log scale)."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.0), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 3.0), sharey=True)
     L = int(d["lengths"][0])
     for ax, v in zip(axes, ("grpo", "gspo")):
         w = d["grad"][v][0, :L]
         ax.bar(range(L), w.tolist(), width=1.0, color="C0")
         ax.bar(d["outliers"].tolist(), w[d["outliers"]].tolist(), width=2.0, color="C3", label="outlier tokens")
-        ax.set_title(f"{v}: outlier tokens carry {d['outlier_share'][v]:.0%} of this completion's gradient",
+        ax.set_title(f"{v}: outlier tokens carry {d['outlier_share'][v]:.0%}\nof this completion's gradient",
                      fontsize=9)
         ax.set_xlabel("token position in the long completion")
         ax.set_yscale("log")
     axes[0].set_ylabel("|d loss / d log pi_t|")
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -450,7 +452,7 @@ def sapo_curves(tau_pos: float = 1.0, tau_neg: float = 1.05, epsilon: float = 0.
 def plot_sapo(d: dict[str, Any]):
     """2 x 2: objective (top) and d/dr (bottom) for A > 0 (left, ``tau_pos``) and A < 0 (right, ``tau_neg``)."""
     plt = _plt()
-    fig, axes = plt.subplots(2, 2, figsize=(10, 5.4), sharex=True)
+    fig, axes = plt.subplots(2, 2, figsize=(7.8, 5.4), sharex=True)
     r = d["ratio"].tolist()
     for col, key in enumerate(("pos", "neg")):
         s = d[key]
@@ -465,7 +467,7 @@ def plot_sapo(d: dict[str, Any]):
             ax.axvline(1.0, color="k", lw=0.4)
             ax.grid(alpha=0.3)
         axes[0, col].set_title(f"A = {s['adv']:+g}", fontsize=10)
-        axes[0, col].legend(fontsize=7)  # each column its own SAPO curve: every curve is in a legend
+        axes[0, col].legend(fontsize=8)  # each column its own SAPO curve: every curve is in a legend
         axes[1, col].set_xlabel("ratio ρ")
     axes[0, 0].set_ylabel("objective")
     axes[1, 0].set_ylabel("d objective / d ρ")

@@ -123,7 +123,7 @@ def plot_claim(row: dict[str, Any], committed: dict[str, Any] | None = None, swe
     when ``sweep`` rows are given: the interval at each value of the claim's knob."""
     plt = _plt()
     ratios = [1.4, 0.8] + ([1.1] if sweep else [])
-    fig, axes = plt.subplots(1, len(ratios), figsize=(3.0 * sum(ratios) + 0.6, 3.3),
+    fig, axes = plt.subplots(1, len(ratios), figsize=(min(7.8, 3.0 * sum(ratios) + 0.6), 3.3),  # the site's width
                              gridspec_kw={"width_ratios": ratios})
     va, vb = row["values"]["variant"], row["values"]["baseline"]
     ax = axes[0]

@@ -73,7 +73,7 @@ def normalisation_weights(lengths: Sequence[int], *, max_completion_length: int 
 def plot_normalisation_weights(d: dict[str, Any]):
     """Per-token (left) and per-completion (right) gradient weight against completion length, log-log."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 3.6))
     L = d["lengths"].tolist()
     styles = {"grpo": "o-", "bnpo": "s-", "dr_grpo": "^-", "dapo": "x--"}
     for j, v in enumerate(d["variants"]):
@@ -85,7 +85,7 @@ def plot_normalisation_weights(d: dict[str, Any]):
         ax.set_yscale("log")
         ax.set_xlabel("completion length |o_i| (tokens)")
         ax.set_ylabel(f"gradient weight of {what}")
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=8)
     axes[0].set_title(f"B = {len(L)}, max_completion_length = {d['max_completion_length']}", fontsize=9)
     fig.tight_layout()
     return fig
@@ -152,7 +152,7 @@ def length_weight_curves(
 def plot_length_weights(d: dict[str, Any]):
     """Two log-log panels: one token's weight, and the whole completion's weight, against its length."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 3.6))
     styles = {"grpo": ("C3", "-"), "bnpo": ("C0", "-"), "dapo": ("C1", "--"), "dr_grpo": ("C2", "-")}
     x = d["lengths"].tolist()
     for v in d["per_token"]:
@@ -188,7 +188,7 @@ def length_weight_widget():
 def plot_length_drift(runs: Sequence[dict[str, Any]]):
     """One panel per run: expected length of wrong (red) and right (green) answers against the step."""
     plt = _plt()
-    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 3.3), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(runs), figsize=(min(7.8, 3.9 * len(runs)), 3.3), sharey=True, squeeze=False)
     for ax, d in zip(axes[0], runs):
         x = list(range(d["steps"] + 1))
         ax.plot(x, d["expected_length_wrong"].tolist(), color="C3", lw=2, label="wrong answers (A < 0)")
@@ -200,7 +200,7 @@ def plot_length_drift(runs: Sequence[dict[str, Any]]):
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("mean completion length")
-    axes[0, 0].legend(fontsize=7, loc="center left")
+    axes[0, 0].legend(fontsize=8, loc="center left")
     fig.tight_layout()
     return fig
 
@@ -274,7 +274,7 @@ def zero_gradient_grid(pass_rates: Sequence[float] | None = None,
 def plot_zero_gradient_grid(d: dict[str, Any]):
     """Left: share of zero-gradient groups against pass rate; right: extra groups per useful one (log)."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharex=True)
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 3.4), sharex=True)
     x = d["pass_rates"].tolist()
     for k, G in enumerate(d["group_sizes"]):
         axes[0].plot(x, d["zero_share"][k].tolist(), lw=2, label=f"G = {G}")
@@ -318,7 +318,7 @@ def overlong_filter_effect(lengths: Sequence[int], truncated: Sequence[bool], *,
 def plot_overlong_filter(d: dict[str, Any]):
     """Per-token gradient weights before and after overlong filtering masks the truncated completions."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 2.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 2.8), sharey=True)
     vmax = float(torch.maximum(d["weights_before"].max(), d["weights_after"].max()))
     for ax, key, title in ((axes[0], "weights_before", "before filtering"),
                            (axes[1], "weights_after", "after: truncated completions masked")):
@@ -327,7 +327,7 @@ def plot_overlong_filter(d: dict[str, Any]):
         ax.set_xlabel("token position")
     rows = d["truncated"].tolist()
     axes[0].set_yticks(range(len(rows)), [f"{i} (truncated)" if t else str(i) for i, t in enumerate(rows)],
-                       fontsize=7)
+                       fontsize=8)
     for tick, t in zip(axes[0].get_yticklabels(), rows):
         tick.set_color("C3" if t else "k")
     axes[0].set_ylabel("completion")

@@ -70,7 +70,7 @@ def plot_measured_mismatch(data: dict | str | Path | None = None):
     if not isinstance(data, dict):
         data = load_measured_mismatch(data)
     plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(7.8, 3.8))
     colours = {"short": "tab:blue", "long": "tab:orange"}
     for name, d in data.items():
         m = d["mask"].bool()
@@ -146,7 +146,8 @@ def mismatch_simulator(mismatch: float = 0.1, length: int = 32, mode: str = "tok
     (one completion; a batch of ``n`` divides it by ``sqrt(n)``), ``rmse16`` (bias and std for a batch of 16)
     and ``share`` (tokens or sequences the option changed); plus the chosen ``mode``'s weights and
     ``noise_floor`` = the Monte-Carlo error of the bias itself (``std(sequence_is) / sqrt(samples)``):
-    a bias below it is indistinguishable from 0.
+    a bias below it is indistinguishable from 0.  The settings come back too (``mode``, ``length``, ``mismatch``,
+    ``cap``, ``clip_min``: None when there is no lower bound) for :func:`plot_mismatch_simulator`'s titles.
     """
     if mode not in SIM_OPTIONS:
         raise ValueError(f"unknown mode {mode!r}; known: {', '.join(SIM_OPTIONS)}")
@@ -175,7 +176,8 @@ def mismatch_simulator(mismatch: float = 0.1, length: int = 32, mode: str = "tok
     out: dict[str, Any] = {"grad_exact": grad_exact, "J": float(J), "threshold": threshold,
                            "token_log_ratio_std": float((old_lp - mu_lp).std()),
                            "sequence_log_ratio_std": float((old_lp - mu_lp).sum(-1).std()),
-                           "options": {}, "mode": mode, "length": length, "mismatch": mismatch, "cap": cap}
+                           "options": {}, "mode": mode, "length": length, "mismatch": mismatch, "cap": cap,
+                           "clip_min": clip_min}
     norm = grad_exact.norm()
     for option in SIM_OPTIONS:
         w = _weights_for(option, old_lp, mu_lp, mask, cap, clip_min)  # (S, L)
@@ -201,13 +203,17 @@ def mismatch_simulator(mismatch: float = 0.1, length: int = 32, mode: str = "tok
 def plot_mismatch_simulator(d: dict[str, Any]):
     """Left: the chosen mode's weights; right: bias and std of every option, relative to |grad J|."""
     plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(7.8, 6.6))  # stacked: the options' labels need the site's width
     w = d["weights"].clamp(min=1e-6)
     a1.hist(torch.log10(w).numpy(), bins=60, color="tab:purple")
     a1.axvline(math.log10(d["cap"]), color="k", ls="--", lw=1, label=f"cap {d['cap']:g}")
     a1.axvline(0.0, color="grey", lw=1, label="weight 1")
+    lo = d.get("clip_min")
+    if lo is not None:  # the lower bound: weights below it are raised to it (truncate) or set to 0 (mask)
+        a1.axvline(math.log10(lo), color="tab:orange", ls="--", lw=1.5, label=f"clip_min {lo:g}")
     share = d["options"][d["mode"]]["share"]
-    a1.set_title(f"{d['mode']}: weights (log10), {100 * share:.1f}% corrected")
+    bounds = f"cap {d['cap']:g}" + (f", clip_min {lo:g}" if lo is not None else ", no clip_min")
+    a1.set_title(f"{d['mode']} ({bounds}): weights (log10),\n{100 * share:.1f}% corrected", fontsize=10)
     a1.set_xlabel(r"$\log_{10} \omega$  (weights of 0 shown at -6)")
     a1.set_ylabel("completions" if d["mode"].startswith("sequence") else "tokens")
     a1.legend(fontsize=8)
@@ -218,7 +224,11 @@ def plot_mismatch_simulator(d: dict[str, Any]):
     a2.bar(x - 0.2, bias, 0.4, label="bias |E g - grad J|", color="tab:red")
     a2.bar(x + 0.2, std, 0.4, label="std of a 16-completion batch", color="tab:blue")
     a2.set_xticks(x.tolist())
-    a2.set_xticklabels([n.replace("_", "\n") for n in names], fontsize=8)
+    # under each option, the share of tokens or sequences it changed: where the cap and clip_min act
+    a2.set_xticklabels([n.replace("_", "\n") + ("" if n in ("none", "sequence_is")
+                                                 else f"\n{100 * d['options'][n]['share']:.1f}%")
+                        for n in names], fontsize=8)
+    a2.set_xlabel("% under an option: the share of its weights that the cap or clip_min changed", fontsize=8)
     for i, n in enumerate(names):
         if n == d["mode"]:
             a2.get_xticklabels()[i].set_fontweight("bold")
@@ -227,7 +237,7 @@ def plot_mismatch_simulator(d: dict[str, Any]):
     a2.set_title(f"mismatch {d['mismatch']:g}, length {d['length']} (seq log-ratio std "
                  f"{d['sequence_log_ratio_std']:.2f})", fontsize=9)
     # below the axis, not over the bars
-    a2.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
+    a2.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -242,7 +252,7 @@ def mismatch_widget():
                         length=_int_slider(32, 1, 256, 1, "completion length"),
                         mode=_dropdown(SIM_OPTIONS[1:-1], "token_truncate", "correction mode"),
                         cap=_float_slider(3.0, 1.1, 10.0, 0.1, "cap C (clip_max)"),
-                        clip_min=_float_slider(0.0, 0.0, 0.9, 0.05, "clip_min (0 = none)"))
+                        clip_min=_float_slider(0.0, 0.0, 0.95, 0.05, "clip_min (0 = none)"))
 
 
 # ==================================================================================================
@@ -295,7 +305,7 @@ def vespo_curves(k_pos: float = 2.0, lambda_pos: float = 3.0, k_neg: float = 3.0
 def plot_vespo(d: dict[str, Any]):
     """Two panels (A > 0, A < 0): VESPO's phi(W) against the clip, SAPO and TIS weights."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 3.8), sharey=True)
     W = d["W"].tolist()
     for ax, key in zip(axes, ("pos", "neg")):
         s = d[key]
@@ -312,7 +322,7 @@ def plot_vespo(d: dict[str, Any]):
         ax.set_xlabel("importance ratio W")
         ax.set_ylim(-0.05, 3.2)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
     axes[0].set_ylabel(r"weight on $A\,\nabla\log\pi$")
     fig.tight_layout()
     return fig
@@ -383,7 +393,7 @@ def plot_trust_region(d: dict[str, Any], points: dict[str, Any] | None = None):
 
     plt = _plt()
     two_colours = ListedColormap(["white", "#74c476"])
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.9), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(7.8, 3.9), sharey=True)
     g = d["grid"]
     ext = [float(g[0]), float(g[-1]), float(g[0]), float(g[-1])]
     titles = {"ratio": f"ratio clip, ε = {d['epsilon']:g}", "binary_tv": f"binary TV, δ = {d['delta_tv']:g}",
@@ -398,7 +408,7 @@ def plot_trust_region(d: dict[str, Any], points: dict[str, Any] | None = None):
             mu, p, a = (torch.as_tensor(points[x], dtype=torch.float64) for x in ("mu", pi_key, "adv"))
             same = (a > 0) if d["sign"] > 0 else (a <= 0)
             ax.scatter(mu[same].numpy(), p[same].numpy(), color="tab:red", s=25, zorder=3, label="worked case")
-            ax.legend(fontsize=7, loc="upper left")
+            ax.legend(fontsize=8, loc="upper left")
     axes[0].set_ylabel(r"current probability $\pi_\theta$")
     fig.text(0.5, -0.02, "green: the token keeps its gradient; white: masked (moved too far the way A pushes)",
              ha="center", fontsize=8)
@@ -448,7 +458,7 @@ def cispo_vs_ppo_weights(epsilon: float = 0.2, cap: float = 5.0, *, r_max: float
 def plot_cispo_vs_ppo(d: dict[str, Any]):
     """Gradient weight against the ratio: CISPO's clipped stop-gradient weight beside PPO's clip, per sign of A."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 3.6), sharey=True)
     r = d["ratio"].tolist()
     for ax, key in zip(axes, ("pos", "neg")):
         s = d[key]
@@ -460,7 +470,7 @@ def plot_cispo_vs_ppo(d: dict[str, Any]):
         ax.set_title(f"A {'>' if key == 'pos' else '<'} 0", fontsize=10)
         ax.set_xlabel("ratio ρ")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
     axes[0].set_ylabel(r"weight on $A\,\nabla\log\pi$")
     fig.tight_layout()
     return fig
@@ -540,7 +550,7 @@ def plot_scaling_fit(d: dict[str, Any], manual: tuple[float, float, float] | Non
     ax.set_xlabel(r"compute $\mathcal{C}$ = cumulative " + f"{unit} sampled")
     ax.set_ylabel("reward")
     ax.set_ylim(-0.05, 1.05)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 

@@ -94,7 +94,7 @@ def reward_hacking_table(skill: float = 0.4, format_weight: float = 0.5, *,
 def plot_reward_hacking(d: dict[str, Any]):
     """Grouped bars: expected reward of each policy under each reward design; the winner of each is starred."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    fig, ax = plt.subplots(figsize=(7.8, 3.6))
     S, J = d["expected"].shape
     width = 0.8 / J
     colors = ["#999999", "#1f77b4", "#2ca02c"]
@@ -106,6 +106,7 @@ def plot_reward_hacking(d: dict[str, Any]):
         del bars
     ax.set_xticks(range(S))
     ax.set_xticklabels(d["names"])
+    ax.set_ylim(top=1.15 * float(d["expected"].max()))  # room for the stars under the title
     ax.set_ylabel("expected reward per prompt")
     ax.set_title(f"Which policy does each reward favour? (honest accuracy {d['skill']:.0%}; * = best)")
     ax.legend(fontsize=8, loc="upper right")
@@ -183,7 +184,7 @@ def _three_digits(x: float) -> str:
 def plot_gdpo_comparison(d: dict[str, Any]):
     """Histograms of both methods' advantages, split into correct and wrong completions."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(7.8, 3.4), sharey=True)
     for ax, (name, a) in zip(axes, d["advantages"].items()):
         lo, hi = float(a.min()), float(a.max())
         bins = torch.linspace(lo - 1e-9, hi + 1e-9, 31).tolist()
@@ -280,23 +281,23 @@ def plot_gopo_comparison(d: dict[str, Any]):
     """Left: the reward model against the true score. Middle and right: each method's advantage against
     the true score (coloured) and the oracle's (grey), for the first four groups."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    fig, axes = plt.subplots(1, 3, figsize=(7.8, 3.4))
     G = d["group_size"]
     k = min(4 * G, len(d["true"]))
     t, rm = d["true"][:k], d["reward_model"][:k]
     axes[0].scatter(t.tolist(), rm.tolist(), s=12, color="#9467bd", label="reward model")
     axes[0].set_xlabel("true score")
     axes[0].set_ylabel("reward model's score")
-    axes[0].set_title(f"{d['kind']} distortion, strength {d['strength']:g}, noise {d['noise']:g}", fontsize=9)
+    axes[0].set_title(f"{d['kind']} distortion,\nstrength {d['strength']:g}, noise {d['noise']:g}", fontsize=9)
     axes[0].legend(fontsize=8)
     for ax, name, color in ((axes[1], "GRPO", "#1f77b4"), (axes[2], "GOPO", "#ff7f0e")):
         ax.scatter(t.tolist(), d["oracle"][name][:k].tolist(), s=30, color="#cccccc", label="from the true score")
         ax.scatter(t.tolist(), d["advantages"][name][:k].tolist(), s=12, color=color, label="from the reward model")
         s = d[name]
-        ax.set_title(f"{name}: drift {s['drift']:.2f}, Spearman(A, true) {s['spearman_true']:.2f}", fontsize=9)
+        ax.set_title(f"{name}: drift {s['drift']:.2f},\nSpearman(A, true) {s['spearman_true']:.2f}", fontsize=9)
         ax.set_xlabel("true score")
         ax.set_ylabel("advantage")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8, loc="lower right")  # the points rise from lower left to upper right
     fig.tight_layout()
     return fig
 
@@ -379,7 +380,7 @@ def entropy_bandit(alpha: float = 0.05, *, steps: int = 100, group_size: int = 8
 def plot_entropy_bandit(d: dict[str, Any]):
     """Entropy of the policy, probability of a right answer and entropy among the right answers, per step."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    fig, axes = plt.subplots(1, 3, figsize=(7.8, 3.2))
     colors = {"none": "#7f7f7f", "reward": "#1f77b4", "loss": "#d62728"}
     labels = {"none": "no bonus", "reward": f"bonus in the reward (alpha {d['alpha']:g})",
               "loss": f"bonus in the loss (alpha {d['alpha']:g})"}
@@ -389,8 +390,8 @@ def plot_entropy_bandit(d: dict[str, Any]):
             ax.plot(d["steps"], d[m][key].tolist(), color=colors[m], label=labels[m])
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))  # the legend below the panels, off the curves
     return fig
 
 
@@ -406,10 +407,15 @@ def plot_best_of_n(bon: dict[str, dict[str, list]], title: str = ""):
     ``bon``: method -> the ``best_of_n`` curves of ``benchmarks/diversity.py`` (``n``, ``verifier``,
     ``pass_at_k``, ``confidence``, ``majority``)."""
     plt = _plt()
-    fig, axes = plt.subplots(1, len(bon), figsize=(5.2 * len(bon), 3.4), sharey=True, squeeze=False)
+    cols = min(2, len(bon))  # two panels a row: the course site's width
+    rows = -(-len(bon) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.8 if cols == 2 else 5.2, 0.6 + 3.0 * rows), sharey=True,
+                             squeeze=False)
+    for ax in list(axes.flat)[len(bon):]:
+        fig.delaxes(ax)
     styles = {"verifier": ("-o", "best-of-N, verifier picks"), "pass_at_k": ("--", "pass@k (unbiased estimator)"),
               "confidence": ("-s", "best-of-N, model's mean log-prob picks"), "majority": ("-^", "majority vote")}
-    for ax, (name, c) in zip(axes[0], bon.items()):
+    for ax, (name, c) in zip(axes.flat, bon.items()):
         for key, (style, label) in styles.items():
             if c.get(key) and c[key][0] is not None:
                 ax.plot(c["n"], c[key], style, ms=4, label=label)
@@ -419,7 +425,8 @@ def plot_best_of_n(bon: dict[str, dict[str, list]], title: str = ""):
         ax.set_xlabel("N (samples per prompt)")
         ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("accuracy")
+    for row in axes:
+        row[0].set_ylabel("accuracy")
     axes[0][0].legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=9)
@@ -432,13 +439,17 @@ def plot_diversity_table(table: Sequence[dict[str, Any]], keys: Sequence[str] = 
     """One panel per metric, one bar per method (rows of the benchmark's ``table``)."""
     plt = _plt()
     keys = [k for k in keys if any(r.get(k) is not None for r in table)]
-    fig, axes = plt.subplots(1, len(keys), figsize=(2.6 * len(keys), 3.4), squeeze=False)
+    cols = min(3, len(keys))  # three panels a row: the course site's width
+    rows = -(-len(keys) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(min(7.8, 2.6 * cols), 3.4 * rows), squeeze=False)
+    for ax in list(axes.flat)[len(keys):]:
+        fig.delaxes(ax)
     names = [r["method"] for r in table]
     colors = [plt.cm.tab10(i % 10) for i in range(len(names))]
-    for ax, k in zip(axes[0], keys):
+    for ax, k in zip(axes.flat, keys):
         ax.bar(range(len(names)), [r.get(k) or 0.0 for r in table], color=colors)
         ax.set_xticks(range(len(names)))
-        ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
+        ax.set_xticklabels(names, rotation=60, ha="right", fontsize=8)
         ax.set_title(k, fontsize=10)
     fig.tight_layout()
     return fig
