@@ -97,20 +97,35 @@ def browser():
         b.close()
 
 
+_PROMPTS = """() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(e => e.textContent)"""
+
+
 def _wait_idle(page, timeout_s=240):
-    """Wait until no cell is queued or running ([*]) and the kernel reports idle."""
+    """Wait until every code cell has run: each prompt shows its execution count, none is queued or running ([*])."""
     t0 = time.time()
     while time.time() - t0 < timeout_s:
-        busy = page.evaluate("""() => [...document.querySelectorAll('.jp-InputArea-prompt')]
-                                  .some(e => e.textContent.includes('*'))""")
-        if not busy:
-            page.wait_for_timeout(700)
-            busy = page.evaluate("""() => [...document.querySelectorAll('.jp-InputArea-prompt')]
-                                      .some(e => e.textContent.includes('*'))""")
-            if not busy:
+        prompts = page.evaluate(_PROMPTS)
+        if prompts and all(re.search(r"\[\d+\]", t) for t in prompts):
+            page.wait_for_timeout(700)  # a widget's first draw may still be on its way
+            prompts = page.evaluate(_PROMPTS)
+            if all(re.search(r"\[\d+\]", t) for t in prompts):
                 return
         page.wait_for_timeout(300)
     raise AssertionError("cells still running after %d s" % timeout_s)
+
+
+def _run_all(page) -> None:
+    """Run All Cells from the menu; clicked again if no cell was queued (the kernel may still have been starting)."""
+    for _ in range(3):
+        page.locator(".jp-Notebook").first.click()
+        page.keyboard.press("Escape")
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
+        for _ in range(20):
+            page.wait_for_timeout(500)
+            if any(re.search(r"\[(\*|\d+)\]", t) for t in page.evaluate(_PROMPTS)):
+                return
+    raise AssertionError("Run All Cells queued no cell")
 
 
 def _errors(page) -> list[str]:
@@ -164,11 +179,7 @@ def check_widgets(browser, lab, nb_name: str) -> None:
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-Toolbar-kernelStatus",
                                timeout=90_000)
         page.wait_for_timeout(1500)
-        page.locator(".jp-Notebook").first.click()
-        page.keyboard.press("Escape")
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
-        page.wait_for_timeout(2000)
+        _run_all(page)
         _wait_idle(page)
         assert not _errors(page), _errors(page)
         cells = page.locator(".jp-CodeCell").filter(has=page.locator(CONTROLS))

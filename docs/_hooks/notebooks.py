@@ -8,18 +8,25 @@ fails to execute fails the build.  The executed copies are then prepared for a s
 * a widget cannot move without a kernel, so its output is replaced by what it drew at its starting settings
   (the figures it captured), under a one-line caption that lists those settings; a progress bar becomes its text;
 * links to other notebooks and to the site's pages (``../docs/notation.md``, ``08_gspo.ipynb``) point at the
-  rendered pages.
+  rendered pages;
+* nbval's marker comments (``# NBVAL_CHECK_OUTPUT``) are taken out of the code cells;
+* inline code in a heading is written as HTML, so that the page's table of contents keeps it and links to the
+  heading's own id.
 
 They are added to the build as ``notebooks/NN_topic.ipynb`` for mkdocs-jupyter to render.
 
 Settings (environment): ``GRPO_LESSONS_DOCS_JOBS`` notebooks executed at once (default: 2, or 1 on one core);
-``GRPO_LESSONS_DOCS_CACHE`` the cache folder (default ``.cache/docs-notebooks`` in the repository).
+``GRPO_LESSONS_DOCS_CACHE`` the cache folder (default ``.cache/docs-notebooks`` in the repository);
+``GRPO_LESSONS_DOCS_EXECUTE`` comma-separated name patterns (``03_*,06_*``): only the notebooks that match are executed
+when no executed copy is cached, the others become pages of their source, without outputs.  The test suite's build uses
+it: the suite runs every notebook already, and the build needs only a few executed pages to check how they render.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import copy
+import fnmatch
 import hashlib
 import html
 import importlib.metadata
@@ -186,6 +193,66 @@ def _fix_links(nb: dict) -> None:
             cell["source"] = _LINK.sub(lambda m: "](" + _site_link(m.group(1)) + ")", src)
 
 
+# a Markdown heading, an inline code span, a code fence
+_HEADING = re.compile(r"#{1,6}[ \t]")
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_FENCE = re.compile(r"[ \t]*(```|~~~)")
+
+
+def _code_in_headings(nb: dict) -> int:
+    """Write inline code in a heading as ``<code>`` (``## Never `eval` it`` -> ``## Never <code>eval</code> it``).
+
+    mkdocs-jupyter builds a page's table of contents from the notebook's Markdown after deleting every backtick
+    span, so a heading with inline code got a contents entry without the code and a link to an id the heading does
+    not have; as HTML the code stays in both, and the two ids agree.  Returns how many spans were rewritten."""
+    count = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        lines, fenced = src.split("\n"), False
+        for i, line in enumerate(lines):
+            if _FENCE.match(line):
+                fenced = not fenced
+            elif not fenced and _HEADING.match(line):
+                lines[i], n = _CODE_SPAN.subn(lambda c: f"<code>{html.escape(c.group(1), quote=False)}</code>", line)
+                count += n
+        cell["source"] = "\n".join(lines)
+    return count
+
+
+# nbval's markers (``# NBVAL_CHECK_OUTPUT`` ...) tell the test suite what to compare; a reader of the site needs none
+_TEST_MARKER = re.compile(r"^[ \t]*#[ \t]*NBVAL_[A-Z_]+[ \t]*(?:\n|$)", re.MULTILINE)
+
+
+def _strip_test_markers(nb: dict) -> int:
+    """Remove nbval's marker lines from the code cells; return how many were removed."""
+    removed = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            cell["source"], n = _TEST_MARKER.subn("", src)
+            removed += n
+    return removed
+
+
+# each stored notebook says, under its title, where its outputs are; on the executed page the reader is already there
+OUTPUTS_NOTE = "> **Outputs.**"
+
+
+def _drop_outputs_note(nb: dict) -> int:
+    """Remove the repository's "where are the outputs" note from the markdown cells; return how many were removed."""
+    removed = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            lines = src.split("\n")
+            keep = [line for line in lines if not line.startswith(OUTPUTS_NOTE)]
+            removed += len(lines) - len(keep)
+            cell["source"] = "\n".join(keep).replace("\n\n\n", "\n\n")
+    return removed
+
+
 def executed_notebooks(cache: Path | None = None, jobs: int | None = None) -> list[Path]:
     """Executed, page-ready copies of every notebook, in course order.
 
@@ -202,6 +269,14 @@ def executed_notebooks(cache: Path | None = None, jobs: int | None = None) -> li
     executed = {src: cache / "executed" / f"{src.stem}.{hashlib.sha256(digest.encode() + src.read_bytes()).hexdigest()[:16]}.ipynb"
                 for src in sources}
     todo = [src for src in sources if not executed[src].exists()]
+    only = [p.strip() for p in os.environ.get("GRPO_LESSONS_DOCS_EXECUTE", "").split(",") if p.strip()]
+    if only:
+        skipped = [src for src in todo
+                   if not any(fnmatch.fnmatch(src.name, p) or fnmatch.fnmatch(src.stem, p) for p in only)]
+        if skipped:
+            log.info("not executing %d notebook(s) (GRPO_LESSONS_DOCS_EXECUTE=%s): their pages show no outputs",
+                     len(skipped), ",".join(only))
+        todo = [src for src in todo if src not in skipped]
     if todo:
         log.info("executing %d notebook(s), %d at a time", len(todo), jobs)
         t0 = time.monotonic()
@@ -223,9 +298,12 @@ def executed_notebooks(cache: Path | None = None, jobs: int | None = None) -> li
         log.info("executed %d notebook(s) in %.0f s", len(todo), time.monotonic() - t0)
     pages = []
     for src in sources:
-        nb = json.loads(executed[src].read_text(encoding="utf-8"))
+        nb = json.loads((executed[src] if executed[src].exists() else src).read_text(encoding="utf-8"))
         _static_widgets(nb)
         _fix_links(nb)
+        _strip_test_markers(nb)
+        _drop_outputs_note(nb)
+        _code_in_headings(nb)
         page = cache / "pages" / "notebooks" / src.name
         page.parent.mkdir(parents=True, exist_ok=True)
         page.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
