@@ -106,3 +106,19 @@ def test_vespo_mask_collapse_value_quoted_in_notebook_12():
     masked = torch.tensor([[1.0, 1.0, 0.0, 1.0, 1.0]], dtype=torch.float64)
     phi = vespo_phi(torch.zeros(1, 5, dtype=torch.float64), one, one[:, :1], is_weights=masked).item()
     assert 1e-15 < phi < 3e-15
+
+
+def test_gdpo_weights_and_refilling_are_described_as_they_behave():
+    """GDPO's per-reward z-scores let a reward that few completions earn outweigh a common one at equal weights, and
+    refilling the batch does not make a too-hard prompt teach: the notebooks must not say otherwise."""
+    from grpo_lessons.core.advantages import decoupled_advantages, group_advantages
+
+    right = torch.tensor([1, 1, 1, 1, 1, 0, 0, 0], dtype=torch.float64)
+    formatted = torch.tensor([0, 0, 0, 0, 0, 1, 0, 0], dtype=torch.float64)
+    A = decoupled_advantages(torch.stack([right, formatted], 1), 8, weights=[1.0, 1.0])
+    assert A[5] > A[0] > 0  # the formatted wrong answer above every right one
+    assert group_advantages(right + formatted, 8)[5] == group_advantages(right + formatted, 8)[0]
+    text = {p.name: " ".join(" ".join(_markdown(p)).split()) for p in NOTEBOOKS}
+    assert not [n for n, t in text.items() if "mean what they say" in t], "GDPO's weights do not mean what they say"
+    assert "refilling the batch does (" not in text["02_group_advantages.ipynb"]
+    assert "neither does filtering and refilling" in text["02_group_advantages.ipynb"]
