@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grpo_lessons.core.stats import Interval
-from grpo_lessons.training.study import _holm_verdicts
+from grpo_lessons.training.study import holm_verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,18 +21,18 @@ def _entry(mean, sd, p):
 
 def test_holm_decides_the_verdicts_of_a_studys_comparisons():
     es = [_entry(5.0, 1.0, 0.01), _entry(3.0, 1.0, 0.04), _entry(-4.0, 1.0, 0.02)]
-    _holm_verdicts(es)
+    holm_verdicts(es)
     assert [e["p_holm"] for e in es] == [pytest.approx(0.03), pytest.approx(0.04), pytest.approx(0.04)]
     assert es[0]["verdict"].startswith("higher") and es[2]["verdict"].startswith("lower")
     assert es[1]["verdict"].startswith("higher")  # 0.04 * 1 after the two smaller ones: still below 0.05
     es = [_entry(5.0, 1.0, 0.03), _entry(3.0, 1.0, 0.04)]
-    _holm_verdicts(es)
+    holm_verdicts(es)
     assert es[0]["verdict"].startswith("no difference shown") and "0.06" in es[0]["verdict"]
 
 
 def test_identical_differences_get_their_own_verdict_not_a_zero_width_interval():
     es = [_entry(2.0, 0.0, 0.0), _entry(0.0, 0.0, 1.0)]
-    _holm_verdicts(es)
+    holm_verdicts(es)
     assert es[0]["verdict"] == "the same difference on every seed: no spread to test"
     assert es[1]["verdict"] == "no difference on any seed"
 

@@ -76,6 +76,35 @@ def test_table_matches_the_hand_computed_intervals(study):
     text = vs.format_table(list(table.values()))
     assert "+20.0 [-4.8, +44.8]" in text and "+5.0 [-7.4, +17.4]" in text and "covers 0" in text
     assert "+11.0 [+8.5, +13.5]" in text and "higher" in text and "+31.0 [+4.8, +57.2]" in text
+    # Holm over the two comparisons: gspo's paired t (0.11 / (0.01 / sqrt 3) = 19.05, 2 df) has p = 0.00274,
+    # doubled as the smaller of two; dr_grpo's (t = 1.732) p = 0.225, kept as the larger
+    assert table["gspo"]["p"] == pytest.approx(0.002744, abs=2e-5)
+    assert table["gspo"]["p_holm"] == pytest.approx(2 * table["gspo"]["p"])
+    assert table["dr_grpo"]["p_holm"] == pytest.approx(table["dr_grpo"]["p"]) and table["dr_grpo"]["p"] == \
+        pytest.approx(0.2254, abs=1e-3)
+    assert table["gspo"]["verdict"].startswith("higher (Holm p") and table["grpo"]["verdict"] is None
+    assert "0.005" in text
+
+
+def test_an_interval_that_excludes_0_alone_is_not_called_after_holm(study):
+    # gspo's second paired difference far off: its own interval still excludes 0 but Holm over 2 does not call it
+    res = vs.load_study(study)
+    table = {r["variant"]: r for r in vs.study_table(res)}
+    gspo = table["gspo"]
+    iv = gspo["paired"]
+    fake = vs.Interval(mean=0.11, low=0.001, high=0.219, n=3, sd=0.0436)  # p = 0.0497 alone, 0.099 after Holm
+    rows = [table["grpo"], dict(table["dr_grpo"]), dict(gspo, paired=fake, p=0.0497, p_holm=0.0994)]
+    text = vs.format_table(rows)
+    assert "not after Holm" in text and "higher" not in text
+    assert iv.excludes_zero()
+
+
+def test_identical_paired_differences_get_their_own_verdict(study):
+    res = vs.load_study(study)
+    table = {r["variant"]: r for r in vs.study_table(res)}
+    same = vs.Interval(mean=0.02, low=0.02, high=0.02, n=3, sd=0.0)
+    text = vs.format_table([table["grpo"], dict(table["gspo"], paired=same, p=0.0, p_holm=0.0)])
+    assert "same on every seed" in text and "higher" not in text
 
 
 def test_an_unfinished_study_says_how_far_it_is(study):

@@ -61,8 +61,8 @@ from .records import METRICS_NAME, load_history
 from .stats import RUN_JSON, RUNS, SUMMARY_COLUMNS, run_dir, run_is_complete, summarize_run
 from .train_config import TrainConfig, cpu_bf16_speedup
 
-__all__ = ["Arm", "Rewards", "Study", "RunContext", "run_study", "analyse_study", "summarize_run", "run_dir",
-           "read_summary", "add_arguments", "apply_common", "RUNS", "RUN_JSON", "SUMMARY", "RESULT",
+__all__ = ["Arm", "Rewards", "Study", "RunContext", "run_study", "analyse_study", "holm_verdicts", "summarize_run",
+           "run_dir", "read_summary", "add_arguments", "apply_common", "RUNS", "RUN_JSON", "SUMMARY", "RESULT",
            "DEFAULT_CURVES", "quick_out", "digit_share", "quick_rewards"]
 
 SUMMARY, RESULT = "summary.csv", "RESULT.md"
@@ -511,7 +511,7 @@ def analyse_study(study: Study, out: Path | str) -> dict:
         entry["minutes"] = _mean([r.get("minutes") for r in runs.values()])
         arms[arm.name] = entry
     for m in metrics:  # Holm over this metric's comparisons to the baseline, then each verdict
-        _holm_verdicts([arms[a.name][m]["paired_vs_baseline"] for a in study.arms
+        holm_verdicts([arms[a.name][m]["paired_vs_baseline"] for a in study.arms
                         if m in arms[a.name] and "paired_vs_baseline" in arms[a.name][m]])
     befores = sorted({r["accuracy_before"] for r in rows if r.get("accuracy_before") is not None})
     analysis = {"study": study.name, "baseline": study.baseline, "seeds": list(study.seeds), "runs": len(rows),
@@ -525,7 +525,7 @@ def analyse_study(study: Study, out: Path | str) -> dict:
     return analysis
 
 
-def _holm_verdicts(entries: list[dict], level: float = 0.05) -> None:
+def holm_verdicts(entries: list[dict], level: float = 0.05) -> None:
     """Fill ``p_holm`` and ``verdict`` of each paired entry: Holm's correction over the study's comparisons to the
     baseline on one metric; a difference is called only where its corrected p is below ``level`` (and its interval
     then excludes 0 too).  Identical differences on every seed (an accuracy that moved in the same whole steps) have

@@ -22,7 +22,8 @@ from grpo_lessons.training.plots import draw_seed_band
 from grpo_lessons.training.records import METRICS_NAME, load_history
 from grpo_lessons.training.plots import _PERCENT, CURVE_TITLES, curve_points, curve_title  # noqa: F401
 from grpo_lessons.training.stats import (RUN_JSON, RUNS, Interval, mean_interval, paired_differences, paired_interval,
-                                         run_dir, run_is_complete, seed_band, summarize_run, verdict)
+                                         run_dir, run_is_complete, seed_band, summarize_run, t_test_p, verdict)
+from grpo_lessons.training.study import holm_verdicts
 
 from ._common import _align, _dropdown, _interactive, _plt
 
@@ -156,7 +157,9 @@ def study_table(res: StudyResults, baseline: str | None = None) -> list[dict]:
 
     ``gain``: the :class:`~grpo_lessons.training.stats.Interval` of (accuracy after - before) over the arm's seeds;
     ``paired``: the interval of the seed-by-seed differences ``gain(arm) - gain(baseline)`` over the seeds both have
-    (None for the baseline itself); ``gain_per_seed`` / ``paired_per_seed`` the numbers behind them; ``final_length``
+    (None for the baseline itself); ``gain_per_seed`` / ``paired_per_seed`` the numbers behind them; ``p`` the paired
+    t-test's p-value and ``p_holm`` its Holm-corrected value over the table's comparisons to the baseline, with
+    ``verdict`` the study runner's wording (a difference is called only where ``p_holm < 0.05``); ``final_length``
     and ``entropy``: the trainer's means over the last five training steps, averaged over seeds; ``clip_frac``: the
     mean clip fraction over all steps and seeds; ``minutes``: wall-clock minutes per run.  Fractions, not points.
     """
@@ -184,6 +187,14 @@ def study_table(res: StudyResults, baseline: str | None = None) -> list[dict]:
             "clip_frac": _mean([r.get("clip_frac_mean") for r in rows.values()]),
             "minutes": _mean([r.get("minutes") for r in rows.values()]),
         })
+    # Holm over the comparisons to the baseline, as the study runner's RESULT.md does
+    entries = [{"p": t_test_p(r["paired"]), "sd": r["paired"].sd, "mean": r["paired"].mean}
+               for r in table if r["paired"] is not None]
+    holm_verdicts(entries)
+    it = iter(entries)
+    for r in table:
+        e = next(it) if r["paired"] is not None else {}
+        r["p"], r["p_holm"], r["verdict"] = e.get("p"), e.get("p_holm"), e.get("verdict")
     return table
 
 
@@ -202,19 +213,27 @@ def _num(x: float | None, spec: str) -> str:
 
 
 def format_table(table: list[dict], baseline: str = "grpo") -> str:
-    """The table as text: gains and paired differences in points with their 95 % t-intervals."""
+    """The table as text: gains and paired differences in points with their 95 % t-intervals, the paired difference's
+    Holm-corrected p over the table's comparisons and its verdict: ``higher`` / ``lower`` only where that p is below
+    0.05, ``covers 0`` where the interval does, ``not after Holm`` where the interval alone excludes 0, ``same on
+    every seed`` where the differences have no spread to test."""
     head = (f"{'variant':<15} {'seeds':>5}  {'gain, points [95% CI]':<24} {f'minus {baseline}, same seed':<24} "
-            f"{'verdict':<9} {'length':>6} {'entropy':>7} {'clip':>6} {'min':>5}")
+            f"{'Holm p':>6} {'verdict':<14} {'length':>6} {'entropy':>7} {'clip':>6} {'min':>5}")
     lines = [head, "-" * len(head)]
     for r in table:
         p = r["paired"]
+        q = r.get("p_holm")
         if r["variant"] == baseline:
             ver = "baseline"
         elif p is None or p.low is None:
             ver = "-"
+        elif p.sd == 0.0:
+            ver = "same on every seed" if p.mean != 0.0 else "0 on every seed"
+        elif q is not None and q < 0.05:
+            ver = "higher" if p.mean > 0 else "lower"
         else:
-            ver = {"higher": "higher", "lower": "lower"}.get(verdict(p), "covers 0")
-        lines.append(f"{r['variant']:<15} {r['n']:>5}  {_iv(r['gain']):<24} {_iv(p):<24} {ver:<9} "
+            ver = "covers 0" if not p.excludes_zero() else "not after Holm"
+        lines.append(f"{r['variant']:<15} {r['n']:>5}  {_iv(r['gain']):<24} {_iv(p):<24} {_num(q, '6.3f')} {ver:<14} "
                      f"{_num(r['final_length'], '6.1f')} {_num(r['entropy'], '7.3f')} {_num(r['clip_frac'], '6.3f')} "
                      f"{_num(r['minutes'], '5.1f')}")
     return "\n".join(lines)
