@@ -1,4 +1,4 @@
-"""A pytest plugin (loaded for every run by ``-p tests.nb_warnings`` in pyproject.toml): notebooks without stray warnings.
+"""A pytest plugin (loaded for every run by the root conftest.py): notebooks without stray warnings.
 
 A notebook cell run by nbval passes when it raises nothing; a warning box from the course's own code (the package's
 warning about a missing argument, a library's warning about a tokenizer) would still show in JupyterLab and on the
