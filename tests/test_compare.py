@@ -87,3 +87,26 @@ def test_study_curves_draw_finished_runs_only(tmp_path):
         (rd / "run.json").write_text(json.dumps({"complete": complete, "arm": "grpo", "seed": seed}))
     band = _curve_data(study, tmp_path, ["reward_mean"])["reward_mean"]["grpo"]
     assert [(b[1], b[4]) for b in band] == [(0.5, 1), (0.5, 1)]  # the mean of the finished seed alone, n = 1
+
+
+def _finished_run(rd: Path, conf: dict, steps: int = 2) -> None:
+    from grpo_lessons.training.records import write_csv
+    from grpo_lessons.training.study import RUN_JSON
+    rd.mkdir(parents=True)
+    (rd / RUN_JSON).write_text(json.dumps({"complete": True, "steps": steps, "config": conf}))
+    write_csv(rd / "metrics.csv", ["step", "reward_mean"], [{"step": s, "reward_mean": 0.5} for s in range(1, steps + 1)])
+
+
+def test_a_committed_run_made_before_a_new_config_field_is_still_complete(tmp_path):
+    """A finished run's config.json lacks the fields TrainConfig gained since (it had their defaults): the study
+    runner must still skip it, not refuse the study; a field that really differs is still refused."""
+    from grpo_lessons.training.study import _run_state
+    from grpo_lessons.training.trainer import TrainConfig
+    cfg = TrainConfig(model="tiny-qwen2", task="arithmetic", steps=2, out=str(tmp_path / "a"))
+    conf = json.loads(json.dumps(cfg.resolved(), default=str))
+    older = {k: v for k, v in conf.items() if k not in ("plugins", "rewards")}  # made before those fields existed
+    _finished_run(tmp_path / "a", older)
+    assert _run_state(tmp_path / "a", cfg) == "complete"
+    _finished_run(tmp_path / "b", dict(older, lr=1.0))
+    with pytest.raises(RuntimeError, match="other settings.*'lr'"):
+        _run_state(tmp_path / "b", cfg)

@@ -233,6 +233,17 @@ def _config(study: Study, arm: Arm, seed: int, out_dir: Path, derived: dict | No
     return cfg
 
 
+def _field_defaults() -> dict:
+    """TrainConfig's field defaults, as a run's config.json writes them (JSON values)."""
+    out = {}
+    for f in dataclasses.fields(TrainConfig):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            out[f.name] = f.default_factory()  # type: ignore[misc]
+    return json.loads(json.dumps(out, default=str))
+
+
 def _comparable(conf: dict) -> dict:
     return {k: v for k, v in conf.items() if k not in _NOT_COMPARED}
 
@@ -252,6 +263,10 @@ def _run_state(rd: Path, cfg: TrainConfig) -> str:
     if not rows or rows[-1].get("step") != info.get("steps"):
         return "partial"
     old, new = _comparable(info.get("config", {})), _comparable(json.loads(json.dumps(cfg.resolved(), default=str)))
+    # a field added to TrainConfig after the run was made: the run had its default (a newer package must still find
+    # a committed study complete)
+    for k in set(new) - set(old):
+        old[k] = _field_defaults().get(k, old.get(k))
     diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if diff:
         raise RuntimeError(
