@@ -396,3 +396,22 @@ def test_the_repository_check_fails_for_too_few_or_unpaired_seeds(tmp_path):
     problems = check_studies(found)
     assert any("runs/b: 2 seed(s)" in p for p in problems) and any("different seed sets" in p for p in problems)
     assert check_studies({"ok": {"a": {0, 1, 2}, "b": {0, 1, 2}}}) == []
+
+
+def test_analyse_only_reads_the_seeds_the_study_ran_with(done, tmp_path):
+    """A study extended to more seeds than its script's default is re-analysed on all of them by a plain
+    --analyse-only (its study.json records them), not on the default seeds only."""
+    import shutil
+
+    from benchmarks import gdpo_study
+
+    _, src, _ = done("gdpo_vs_grpo")
+    out = tmp_path / "extended"
+    shutil.copytree(src, out)
+    seeds = sorted(_definition(out)["seeds"])
+    more = seeds + [max(seeds) + 1]
+    assert gdpo_study.main(["--quick", "--threads", "1", "--out", str(out), "--seeds", *map(str, more)]) == 0
+    assert _definition(out)["seeds"] == more
+    (out / "RESULT.md").unlink()
+    assert gdpo_study.main(["--quick", "--threads", "1", "--out", str(out), "--analyse-only"]) == 0
+    assert f"{len(more)} seeds {more}" in (out / "RESULT.md").read_text()

@@ -46,6 +46,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -742,7 +743,15 @@ def _markdown(study: Study, out: Path, rows: list[dict], an: dict) -> str:
                  f"{[_pct(b) for b in befores]} %.")
     if study.budget:
         L.append(f"- Planned budget (written before the runs; measured minutes on the next line): {study.budget}")
-    L.append(f"- Machine: {m.get('cpu')}, {m.get('logical_cpus')} logical CPUs, {m.get('torch_threads')} torch "
+    # runs added to a study later may come from another machine: name each CPU with the runs it made
+    cpus: dict[str, list[str]] = {}
+    for i in infos:
+        cpus.setdefault(str((i.get("machine") or {}).get("cpu")), []).append(f"{i['arm']}/seed{i['seed']}")
+    where = (f"{m.get('cpu')}" if len(cpus) <= 1 else
+             "; ".join(f"{cpu} ({', '.join(runs)})" for cpu, runs in cpus.items()) + " -- the two runs of a seed "
+             "on the same machine" * all(len({str((i.get('machine') or {}).get('cpu')) for i in infos
+                                             if i['seed'] == s}) == 1 for s in {i['seed'] for i in infos}))
+    L.append(f"- Machine: {where}, {m.get('logical_cpus')} logical CPUs, {m.get('torch_threads')} torch "
              f"thread(s), GPU {m.get('gpu')}, torch {m.get('torch')}. Load average (1 min) at the runs' starts and "
              f"ends: {min(loads) if loads else '-'} to {max(loads) if loads else '-'}. Minutes per run: "
              f"{min(minutes) if minutes else 0:.1f} to {max(minutes) if minutes else 0:.1f} "
@@ -867,7 +876,9 @@ def add_arguments(p: argparse.ArgumentParser, *, out: Path) -> None:
     p.add_argument("--arms", nargs="+", default=None,
                    help="run only these arms (the analysis covers every arm); with --analyse-only, analyse only these "
                         "(default there: the arms the folder's study.json recorded)")
-    p.add_argument("--analyse-only", action="store_true", help="rewrite summary, analysis, figures from the runs")
+    p.add_argument("--analyse-only", action="store_true", help="rewrite summary, analysis, figures from the runs "
+                                                                 "(the seeds the folder's study.json recorded, "
+                                                                 "unless --seeds names others)")
     p.add_argument("--threads", type=int, default=2, help="torch threads (2 on a quiet 2-core machine)")
     p.add_argument("--model", default="smollm2", help="smollm2 (offline), a hub name such as Qwen/Qwen2.5-0.5B-Instruct")
     p.add_argument("--device", default="cpu", help="cpu or cuda (cuda: fp32 weights, bf16-mixed compute)")
@@ -928,11 +939,17 @@ def main_for(build: Callable[[Any], Study], parser: argparse.ArgumentParser, arg
              default_out: Path) -> int:
     """Parse, build the study, run it (or only analyse it) and print where RESULT.md is."""
     args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    seeds_given = any(a == "--seeds" or a.startswith("--seeds=") for a in given)
     torch.set_num_threads(args.threads)
     study = build(args)
     out = Path(args.out) if args.out else (quick_out(study.name) if args.quick else default_out)
     if args.analyse_only:
-        analyse_study(_recorded_arms_only(study, out, args.arms), out)
+        study = _recorded_arms_only(study, out, args.arms)
+        recorded = _read_json(out / STUDY_JSON).get("seeds") if (out / STUDY_JSON).is_file() else None
+        if recorded and not seeds_given:  # a study extended to more seeds is re-analysed on all of them
+            study = dataclasses.replace(study, seeds=[int(x) for x in recorded])
+        analyse_study(study, out)
     else:
         run_study(study, out, arms=args.arms)
     print(f"wrote {out / RESULT}", flush=True)
