@@ -1,4 +1,4 @@
-"""GDPO against GRPO on two rewards of different scales: the chapter's multi-reward claim, three seeds.
+"""GDPO against GRPO on two rewards of different scales: the chapter's multi-reward claim, paired seeds.
 
 The chapter motivates GDPO by "reward-scale imbalance in multi-objective settings": GRPO adds the rewards first and
 then z-scores the sum within each group, so the reward with the larger spread decides the advantage; GDPO (Liu et al.
@@ -23,6 +23,12 @@ seeds ~ 15 min.
 
     HF_HUB_OFFLINE=1 python benchmarks/gdpo_study.py                  # the study (~15 min, resumable)
     HF_HUB_OFFLINE=1 python benchmarks/gdpo_study.py --quick          # tiny-qwen2, seconds
+
+The committed study (six paired seeds, the short budget; seeds 3-5 were added to the first three, which the runner
+kept as finished):
+
+    HF_HUB_OFFLINE=1 python benchmarks/gdpo_study.py --steps 4 --prompts-per-step 4 --eval-every 4 --precision fp32 \
+        --seeds 0 1 2 3 4 5
 
 Writes ``benchmarks/results/gdpo_vs_grpo/``: ``runs/{grpo,gdpo}/seed<k>/metrics.csv`` and the study's summary,
 analysis, figures and RESULT.md (benchmarks/_study.py).
