@@ -294,8 +294,9 @@ def write(out: Path, res: dict) -> None:
             pred = [(i, summ[a]["predicted_all_equal"]["mean"]) for i, a in enumerate(arms) if summ[a]["predicted_all_equal"]]
             ax.scatter([i for i, _ in pred], [p for _, p in pred], color="#e65100", marker="D", zorder=3,
                        label="p^G + (1-p)^G")
-            ax.set_ylim(0, 1.05)
-            ax.legend(fontsize=8, loc="lower left")
+            ax.set_ylim(0, 1.4)  # room above the bars for the legend
+            ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+            ax.legend(fontsize=8, loc="upper center")
         ax.set_xticks(list(x), [a.split("_", 1)[0] for a in arms])
         ax.set_title(label, fontsize=10)
         ax.tick_params(labelsize=9)
