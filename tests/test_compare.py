@@ -110,3 +110,25 @@ def test_a_committed_run_made_before_a_new_config_field_is_still_complete(tmp_pa
     _finished_run(tmp_path / "b", dict(older, lr=1.0))
     with pytest.raises(RuntimeError, match="other settings.*'lr'"):
         _run_state(tmp_path / "b", cfg)
+
+
+def test_the_dynamic_sampling_plugin_changes_exactly_one_thing():
+    """The committed dynamic-sampling study's arm: GRPO's pieces and defaults, plus dynamic_sampling=True (checked in
+    a subprocess: registering a variant here would add it to every later test's registry)."""
+    root = Path(__file__).resolve().parents[1]
+    code = """
+import dataclasses, json
+import benchmarks.dynamic_sampling_variant
+from grpo_lessons import get_variant
+ds, grpo = get_variant("grpo_dynamic_sampling"), get_variant("grpo")
+differ = [f.name for f in dataclasses.fields(grpo) if f.name not in ("name", "title", "notes", "trl", "train_defaults")
+          and getattr(ds, f.name) != getattr(grpo, f.name)]
+print(json.dumps({"differ": differ, "ds": dict(ds.train_defaults), "grpo": dict(grpo.train_defaults)}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["differ"] == []
+    assert out["ds"] == {**out["grpo"], "dynamic_sampling": True}
+    study = json.loads((root / "benchmarks" / "results" / "dynamic_sampling" / "study.json").read_text())
+    assert [a["name"] for a in study["arms"]] == ["grpo", "grpo_dynamic_sampling"] and len(study["seeds"]) >= 5
