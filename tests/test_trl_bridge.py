@@ -25,6 +25,7 @@ from datasets import Dataset  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from grpo_lessons.training.models import tiny_qwen, tiny_tokenizer  # noqa: E402
+from trl_harness import _tiny_model_dir  # noqa: E402
 from grpo_lessons.integrations.trl_bridge import (  # noqa: E402
     GRPOLessonsTrainer,
     grpo_config,
@@ -47,10 +48,7 @@ TOL = 1e-6
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A tiny Qwen2 and its tokenizer saved to disk (with beta != 0 TRL loads the reference from the path)."""
-    tok = tiny_tokenizer()
-    path = tmp_path_factory.mktemp("tiny-qwen2")
-    tiny_qwen(tok).save_pretrained(path)
-    tok.save_pretrained(path)
+    path, tok = _tiny_model_dir(), tiny_tokenizer()  # the harness's copy on disk, saved once per process
     prompts = [[{"role": "user", "content": f"What is {i}+{i + 1}?"}] for i in range(16)]
     ds = Dataset.from_dict({"prompt": prompts, "answer": [str(2 * i + 1) for i in range(16)],
                             "flat": [i % 2 == 0 for i in range(16)]})

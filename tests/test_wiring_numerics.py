@@ -59,16 +59,14 @@ from datasets import Dataset  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from grpo_lessons.integrations.trl_bridge import GRPOLessonsTrainer, grpo_config  # noqa: E402
+from trl_harness import _tiny_model_dir  # noqa: E402
 
 TOL = 1e-6
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    tok = tiny_tokenizer()
-    path = tmp_path_factory.mktemp("tiny-qwen2")
-    tiny_qwen(tok).save_pretrained(path)
-    tok.save_pretrained(path)
+    path, tok = _tiny_model_dir(), tiny_tokenizer()  # the harness's copy on disk, saved once per process
     prompts = [[{"role": "user", "content": f"What is {i}+{i + 1}?"}] for i in range(16)]
     ds = Dataset.from_dict({"prompt": prompts})
     return {"path": str(path), "tok": tok, "ds": ds, "out": str(tmp_path_factory.mktemp("out"))}
