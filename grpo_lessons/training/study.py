@@ -744,13 +744,17 @@ def _markdown(study: Study, out: Path, rows: list[dict], an: dict) -> str:
     if study.budget:
         L.append(f"- Planned budget (written before the runs; measured minutes on the next line): {study.budget}")
     # runs added to a study later may come from another machine: name each CPU with the runs it made
+    def cpu(i: dict) -> str:
+        return str((i.get("machine") or {}).get("cpu"))
+
     cpus: dict[str, list[str]] = {}
     for i in infos:
-        cpus.setdefault(str((i.get("machine") or {}).get("cpu")), []).append(f"{i['arm']}/seed{i['seed']}")
-    where = (f"{m.get('cpu')}" if len(cpus) <= 1 else
-             "; ".join(f"{cpu} ({', '.join(runs)})" for cpu, runs in cpus.items()) + " -- the two runs of a seed "
-             "on the same machine" * all(len({str((i.get('machine') or {}).get('cpu')) for i in infos
-                                             if i['seed'] == s}) == 1 for s in {i['seed'] for i in infos}))
+        cpus.setdefault(cpu(i), []).append(f"{i['arm']}/seed{i['seed']}")
+    where = str(m.get("cpu"))
+    if len(cpus) > 1:
+        where = "; ".join(f"{c} ({', '.join(runs)})" for c, runs in cpus.items())
+        if all(len({cpu(i) for i in infos if i["seed"] == s}) == 1 for s in {i["seed"] for i in infos}):
+            where += " -- the two runs of a seed on the same machine"
     L.append(f"- Machine: {where}, {m.get('logical_cpus')} logical CPUs, {m.get('torch_threads')} torch "
              f"thread(s), GPU {m.get('gpu')}, torch {m.get('torch')}. Load average (1 min) at the runs' starts and "
              f"ends: {min(loads) if loads else '-'} to {max(loads) if loads else '-'}. Minutes per run: "
