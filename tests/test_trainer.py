@@ -522,3 +522,66 @@ def test_lora_with_a_bf16_sampler_resyncs_the_adapter(tmp_path):
     own = dict(tr.sampler.named_parameters())
     assert lora and all(is_bf16_rounding(own[n], p.detach()) for n, p in lora.items())
     assert any(float(p.detach().abs().max()) > 0 for n, p in lora.items() if "lora_B" in n)  # the adapter did move
+
+
+def even_length_is_right(completions, **kw):
+    """A stand-in accuracy function on a random model: right when the completion's text has an even length."""
+    return [1.0 if len(completion_text(c)) % 2 == 0 else 0.0 for c in completions]
+
+
+@pytest.mark.parametrize("among_rewards", [False, True])
+def test_lengths_split_by_correctness(tmp_path, among_rewards):
+    funcs = [even_length_is_right, digits] if among_rewards else [digits]
+    tr = Trainer(cfg(tmp_path, eval_size=0, prompts_per_step=3, seed=3), train_rows=ROWS, reward_funcs=funcs,
+                 accuracy_fn=even_length_is_right)
+    b = tr.sample_batch()
+    row = tr._sample_fields(b.stats)
+    right = [len(completion_text(c)) % 2 == 0 for c in b.rollout.completions()]
+    lengths = b.rollout.lengths.tolist()
+    assert 0 < sum(right) < len(right)  # this seed samples both kinds, so both means are checked
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    assert row["completion_len_right"] == pytest.approx(mean([n for n, r in zip(lengths, right) if r]))
+    assert row["completion_len_wrong"] == pytest.approx(mean([n for n, r in zip(lengths, right) if not r]))
+    assert row["train_accuracy"] == pytest.approx(sum(right) / len(right))
+    assert row["completion_len_right"] != row["completion_len_wrong"]
+
+
+def test_lengths_by_correctness_when_none_is_right(tmp_path):
+    tr = Trainer(cfg(tmp_path, eval_size=0), train_rows=ROWS, reward_funcs=[digits],
+                 accuracy_fn=lambda completions, **kw: [0.0] * len(completions))
+    row = tr.step()
+    assert row["completion_len_right"] is None and row["train_accuracy"] == 0.0
+    assert row["completion_len_wrong"] == pytest.approx(row["completion_len"])
+    header = open(tmp_path / "run" / METRICS_NAME).readline().strip().split(",")
+    assert {"completion_len_right", "completion_len_wrong", "train_accuracy"} <= set(header)
+
+
+def test_max_completions_stops_at_an_equal_sample_budget(tmp_path):
+    # 2 prompts x G = 4 = 8 completions a step: a budget of 20 is reached during step 3 (24 >= 20)
+    res = run(cfg(tmp_path, steps=10, max_completions=20, eval_every=0))
+    h = res.history
+    assert [r["step"] for r in h] == [0, 1, 2, 3]
+    assert sum(r["completions_sampled"] or 0 for r in h) == 24
+    assert h[-1]["accuracy"] is not None and res.final_eval["step"] == 3  # evaluated where the budget ended it
+    assert res.checkpoint_path is None  # the budget finished the run: nothing left to resume
+    # dynamic sampling samples more per step (half the rows give constant groups), so it reaches the budget sooner
+    rows = [dict(r, kind="const" if i % 2 else "vary") for i, r in enumerate(ROWS)]
+    ds = run(cfg(tmp_path, "ds", steps=10, max_completions=20, eval_every=0, dynamic_sampling=True),
+             train_rows=rows, reward_funcs=[const_or_digits])
+    sampled = [r["completions_sampled"] for r in ds.history[1:]]
+    assert sum(sampled) >= 20 and sum(sampled[:-1]) < 20 and max(sampled) > 8
+    assert len(ds.history) - 1 < 3
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, True])
+def test_max_completions_must_be_a_positive_integer(tmp_path, bad):
+    with pytest.raises(ValueError, match="max_completions"):
+        cfg(tmp_path, max_completions=bad).validate()
+
+
+def test_max_completions_on_the_command_lines():
+    from grpo_lessons.training.cli import build_parser, config_from_args
+
+    assert config_from_args(build_parser().parse_args(["train", "--max-completions", "256"])).max_completions == 256
+    args = build_parser().parse_args(["compare", "--variants", "grpo,dapo", "--max-completions", "512", "--out", "x"])
+    assert args.max_completions == 512

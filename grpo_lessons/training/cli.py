@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "several (their weighted sum is the reward); metrics.csv gets a reward_<FUNCTION> column each. "
                         "Held-out accuracy stays the task's")
     _plugin_flag(t)
+    t.add_argument("--max-completions", type=int, default=None, metavar="N",
+                   help="stop once N completions were sampled (a budget in samples: with dynamic sampling a step "
+                        "samples more, so the run takes fewer steps); --steps stays the upper bound")
     t.add_argument("--max-minutes", type=float, default=None,
                    help="stop after this much training time in this invocation, evaluation excluded (a --resume gets a new budget)")
     t.add_argument("--precision", default=d.precision, choices=["auto", "fp32", "bf16-mixed"],
@@ -192,6 +195,7 @@ curves.png, gains.png and RESULT.md.  Resumable: rerun the same command to finis
         epilog="""examples:
   grpo-lessons compare --variants grpo,dr_grpo --seeds 0,1,2,3,4 --max-new-tokens 48 --out runs/len
   grpo-lessons compare --variants grpo,gspo --model Qwen/Qwen2.5-0.5B-Instruct --device cuda --out runs/gspo
+  grpo-lessons compare --variants grpo,dapo --steps 40 --max-completions 1024 --out runs/ds  (equal samples)
   grpo-lessons compare --variants grpo,dapo --model tiny-qwen2 --steps 2 --seeds 0,1 --out /tmp/smoke  (seconds)""")
     c.add_argument("--variants", type=_csv_list, required=True, metavar="V1,V2,...",
                    help="registered variants, comma-separated; the first is the baseline")
@@ -207,6 +211,10 @@ curves.png, gains.png and RESULT.md.  Resumable: rerun the same command to finis
     c.add_argument("--beta", type=float, default=0.0,
                    help="KL coefficient of every arm (default 0: one change per comparison); -1: each variant's own")
     c.add_argument("--mu", type=int, default=1, help="optimiser steps per sampled batch")
+    c.add_argument("--max-completions", type=int, default=None, metavar="N",
+                   help="every run stops once it has sampled N completions (compare at equal samples rather than "
+                        "equal steps: an arm with dynamic sampling then takes fewer steps); --steps is the upper "
+                        "bound")
     c.add_argument("--max-new-tokens", type=int, default=None, help="completion token limit (default: the task's)")
     c.add_argument("--eval-size", type=int, default=100, help="held-out prompts per evaluation")
     c.add_argument("--eval-every", type=int, default=4)
@@ -237,6 +245,8 @@ def _compare(args) -> int:
             "kl_start_every": 1}
     if args.max_new_tokens is not None:
         base["max_new_tokens"] = args.max_new_tokens
+    if args.max_completions is not None:
+        base["max_completions"] = args.max_completions
     if args.beta is not None and args.beta >= 0:
         base["beta"] = args.beta
     if args.plugins:  # each run's config records (and re-imports) the modules its variant comes from
@@ -253,7 +263,8 @@ def _compare(args) -> int:
     study = Study(name="compare", title=f"{' vs '.join(variants)} on {args.task}, {args.model}",
                   question=f"Does each variant change held-out accuracy against {variants[0]}, seed by seed?",
                   arms=arms, seeds=list(args.seeds), base=base, min_seeds=2,
-                  budget=f"{args.steps} steps of {args.prompts_per_step} prompts x G = {args.group_size} per run")
+                  budget=f"{args.steps} steps of {args.prompts_per_step} prompts x G = {args.group_size} per run"
+                  + (f", stopping at {args.max_completions} sampled completions" if args.max_completions else ""))
     if args.analyse_only:
         analyse_study(study, args.out)
     else:

@@ -95,7 +95,9 @@ class PromptStream:
 BASE_COLUMNS = [
     "step", "reward_mean", "reward_std", "accuracy", "eval_reward_mean", "eval_completion_len",
     "loss", "policy_loss", "kl", "kl_start", "clip_frac", "clip_frac_low", "clip_frac_high", "ratio_mean", "grad_norm",
-    "adv_rms", "completion_len", "truncated_frac", "empty_frac", "overlong_penalty", "frac_zero_std_groups",
+    "adv_rms", "completion_len",
+    # lengths of the sampled completions the task's accuracy function judges right / wrong, and the right share
+    "completion_len_right", "completion_len_wrong", "train_accuracy", "truncated_frac", "empty_frac", "overlong_penalty", "frac_zero_std_groups",
     "resample_rounds", "groups_trained", "update_skipped", "completions_sampled",
     # a fingerprint of the trained batch's completion token ids: equal across runs that sampled the same batch
     "batch_hash",
@@ -394,7 +396,7 @@ class RunRecords:
         ``steps`` (``max_minutes``), so that a resume can finish it; a run that reached ``steps`` removes the
         periodic one it no longer needs.  ``"never"``: write nothing.
         """
-        policy, finished = self.cfg.checkpoint, self.step_count >= self.cfg.steps
+        policy, finished = self.cfg.checkpoint, self.step_count >= self.cfg.steps or self._completions_up()
         if policy == "end" or (policy == "unfinished" and not finished):
             if self._saved_step != self.step_count:
                 self.save_checkpoint()
@@ -403,6 +405,17 @@ class RunRecords:
             self.checkpoint_path.unlink(missing_ok=True)
             self._saved_step = None
         return None
+
+    def completions_sampled_total(self) -> int:
+        """Completions sampled so far in this run (resumes included): the sum of the history's ``completions_sampled``."""
+        return sum(int(r.get("completions_sampled") or 0) for r in self.history)
+
+    def _completions_up(self, row: dict | None = None) -> bool:
+        """True once ``max_completions`` completions were sampled (with ``row``, a step not yet in the history): an
+        equal-sample budget, so that an arm that samples more per step (dynamic sampling) takes fewer steps."""
+        limit = self.cfg.max_completions
+        extra = int((row or {}).get("completions_sampled") or 0)
+        return limit is not None and self.completions_sampled_total() + extra >= limit
 
     def _time_up(self, running: float = 0.0) -> bool:
         """True once ``max_minutes`` of this invocation's training time (sampling, scoring, updates; not evaluation)

@@ -17,7 +17,7 @@ from .rollout import Rollout, generate_completions
 from grpo_lessons.core.shaping import completion_entropy, soft_overlong_penalty, solved_groups
 
 __all__ = ["reward_names", "score_completions", "matrix_weights", "reward_matrix", "sampling_stats",
-           "sample_fields", "eval_fields", "solved_prompts", "evaluate"]
+           "sample_fields", "eval_fields", "correct_flags", "solved_prompts", "evaluate"]
 
 
 def _fn_name(f) -> str:
@@ -107,30 +107,42 @@ def reward_matrix(rollout: Rollout, rewards: torch.Tensor, parts: dict[str, torc
     return total, penalty, R
 
 
+def correct_flags(rollout: Rollout, rows: Sequence[dict], parts: dict[str, torch.Tensor],
+                  reward_funcs: Sequence[Callable], accuracy_fn: Callable) -> torch.Tensor:
+    """``(N,)`` bool: which completions ``accuracy_fn`` judges right (it gives >= 1; an unscorable one is wrong).
+
+    Its column of ``parts`` when it is one of ``reward_funcs`` (no second scoring), else scored here."""
+    i = next((k for k, f in enumerate(reward_funcs) if f is accuracy_fn), None)
+    if i is not None:
+        acc = list(parts.values())[i]
+    else:
+        acc = next(iter(score_completions(rollout, rows, [accuracy_fn])[1].values()))
+    return torch.nan_to_num(acc.float(), nan=0.0) >= 1.0 - 1e-9  # as solved_groups and the held-out accuracy
+
+
 def solved_prompts(indices: Sequence[int], rollout: Rollout, rows: Sequence[dict], parts: dict[str, torch.Tensor],
                    reward_funcs: Sequence[Callable], accuracy_fn: Callable, group_size: int,
-                   threshold: float) -> list[int]:
+                   threshold: float, correct: torch.Tensor | None = None) -> list[int]:
     """The dataset ``indices`` (one per group) whose group pass rate reaches ``threshold`` (ScaleRL's
     no-positive-resampling, :func:`grpo_lessons.core.shaping.solved_groups`).
 
-    Right = ``accuracy_fn`` gives >= 1: its column of ``parts`` when it is one of ``reward_funcs``, else scored here.
+    Right = ``accuracy_fn`` gives >= 1 (:func:`correct_flags`; pass ``correct`` when it is known already).
     """
-    i = next((k for k, f in enumerate(reward_funcs) if f is accuracy_fn), None)
-    if i is not None:
-        correct = list(parts.values())[i]
-    else:
-        correct = next(iter(score_completions(rollout, rows, [accuracy_fn])[1].values()))
-    solved = solved_groups(correct, group_size, threshold)  # (P,)
+    if correct is None:
+        correct = correct_flags(rollout, rows, parts, reward_funcs, accuracy_fn)
+    solved = solved_groups(correct.float(), group_size, threshold)  # (P,)
     return [idx for idx, s in zip(indices, solved.tolist()) if s]
 
 
 def sampling_stats(seen: list[tuple[Rollout, torch.Tensor, dict, torch.Tensor]], zero_std: int, groups_seen: int,
-                   rounds: int) -> dict:
+                   rounds: int, correct: Sequence[torch.Tensor] | None = None) -> dict:
     """What one step's sampling saw, over every round (kept groups or not): ``seen`` holds each round's
-    ``(rollout, rewards (N,), per-function rewards, overlong penalty (N,))``."""
+    ``(rollout, rewards (N,), per-function rewards, overlong penalty (N,))``; ``correct`` each round's
+    :func:`correct_flags` (``(N,)`` bool), for the lengths of right and wrong completions."""
     ros = [s[0] for s in seen]
     all_r = torch.cat([s[1] for s in seen])
     return {
+        **({"correct": torch.cat(list(correct))} if correct is not None else {}),
         "rewards": all_r,
         "reward_parts": {k: torch.cat([s[2][k] for s in seen]) for k in seen[0][2]},
         "overlong_penalty": torch.cat([s[3] for s in seen]),
@@ -155,6 +167,7 @@ def sample_fields(st: dict, reward_columns: Sequence[str], *, overlong: bool, en
         "reward_std": float(scored.std()) if scored.numel() > 1 else 0.0,
         **{c: _nanmean(st["reward_parts"][n]) for c, n in zip(reward_columns, st["reward_parts"])},
         "completion_len": float(st["lengths"].mean()),
+        **_lengths_by_correctness(st),
         "truncated_frac": float(st["truncated"].mean()),
         "empty_frac": float(st["empty"].mean()),
         "overlong_penalty": float(st["overlong_penalty"].mean()) if overlong else None,
@@ -165,6 +178,19 @@ def sample_fields(st: dict, reward_columns: Sequence[str], *, overlong: bool, en
         **({"entropy_bonus": entropy_reward * float(st["entropy"].mean())} if entropy_reward else {}),
         **({"retired": len(pool.retired), "pool_size": pool.pool_size} if pool is not None else {}),
     }
+
+
+def _lengths_by_correctness(st: dict) -> dict:
+    """``completion_len_right`` / ``completion_len_wrong`` (mean tokens, EOS included, of the sampled completions the
+    accuracy function judges right / wrong; None when there is none) and ``train_accuracy`` (the right share)."""
+    if "correct" not in st:
+        return {}
+    right, lengths = st["correct"].bool(), st["lengths"]
+    if right.shape != lengths.shape:
+        raise ValueError(f"correct flags {tuple(right.shape)} do not match the lengths {tuple(lengths.shape)}")
+    mean = lambda sel: float(lengths[sel].mean()) if bool(sel.any()) else None  # noqa: E731
+    return {"completion_len_right": mean(right), "completion_len_wrong": mean(~right),
+            "train_accuracy": float(right.float().mean()) if right.numel() else None}
 
 
 def eval_fields(ev: dict | None) -> dict:

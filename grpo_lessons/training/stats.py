@@ -49,7 +49,9 @@ def run_is_complete(rd: Path | str) -> bool:
 
 SUMMARY_COLUMNS = [
     "arm", "variant", "seed", "lr", "steps", "accuracy_before", "accuracy_after", "gain", "eval_completion_len_after",
-    "reward_first", "reward_last5", "completion_len_last5", "truncated_frac_last5", "entropy_last5",
+    "accuracy_last2", "gain_last2", "reward_first", "reward_last5", "completion_len_last5",
+    "completion_len_right_last5", "completion_len_wrong_last5", "train_accuracy_last5", "truncated_frac_last5",
+    "entropy_last5",
     "clip_frac_mean", "clip_frac_low_mean", "clip_frac_high_mean", "kl_start_last", "kl_last", "adv_rms_mean",
     "grad_norm_mean", "frac_zero_std_mean", "mismatch_k3_mean", "completions_sampled_total", "first_batch_hash",
     "train_minutes", "minutes", "load_start", "load_end", "initial_eval_reused",
@@ -65,7 +67,9 @@ def summarize_run(rd: Path | str) -> dict:
     """One ``summary.csv`` row from a run's ``metrics.csv`` and ``run.json``.
 
     ``accuracy_before``: the step-0 row; ``accuracy_after``: the last evaluated row; ``*_last5``: the mean over the
-    last five training steps; ``*_mean``: over every training step; ``*_last``: the last logged value."""
+    last five training steps; ``*_mean``: over every training step; ``*_last``: the last logged value;
+    ``accuracy_last2``: the mean of the last two evaluations after step 0 (the last alone when there is one), less
+    sensitive to where one evaluation falls on a noisy trajectory, and ``gain_last2`` that mean minus before."""
     info = json.loads((Path(rd) / RUN_JSON).read_text())
     hist = load_history(Path(rd) / METRICS_NAME)
     train = [r for r in hist if r["step"] >= 1 and r.get("reward_mean") is not None]
@@ -73,6 +77,8 @@ def summarize_run(rd: Path | str) -> dict:
     before = next((r["accuracy"] for r in evals if r["step"] == 0), None)
     after = evals[-1]["accuracy"] if evals and evals[-1]["step"] > 0 else None
     last5 = train[-5:]
+    end = [r["accuracy"] for r in evals if r["step"] > 0][-2:]
+    end_mean = _mean(end)
 
     def col(rows, k):
         return [r.get(k) for r in rows]
@@ -87,9 +93,14 @@ def summarize_run(rd: Path | str) -> dict:
         "steps": len(train), "accuracy_before": before, "accuracy_after": after,
         "gain": None if before is None or after is None else after - before,
         "eval_completion_len_after": evals[-1].get("eval_completion_len") if after is not None else None,
+        "accuracy_last2": end_mean,
+        "gain_last2": None if before is None or end_mean is None else end_mean - before,
         "reward_first": train[0]["reward_mean"] if train else None,
         "reward_last5": _mean(col(last5, "reward_mean")),
         "completion_len_last5": _mean(col(last5, "completion_len")),
+        "completion_len_right_last5": _mean(col(last5, "completion_len_right")),
+        "completion_len_wrong_last5": _mean(col(last5, "completion_len_wrong")),
+        "train_accuracy_last5": _mean(col(last5, "train_accuracy")),
         "truncated_frac_last5": _mean(col(last5, "truncated_frac")),
         "entropy_last5": _mean(col(last5, "entropy")),
         "clip_frac_mean": _mean(col(train, "clip_frac")),

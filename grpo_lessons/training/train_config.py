@@ -118,6 +118,8 @@ class TrainConfig:
     #   the public registry API (a variant, an objective, ...) can be trained (training.plugins.import_plugins)
     max_minutes: float | None = None  # stop after this much training time in this invocation (evaluation excluded,
     #   timed in the CSV's time_eval), then evaluate and checkpoint; a resume gets a new budget; None: no limit
+    max_completions: int | None = None  # stop once this many completions were sampled (a budget in samples, not
+    #   steps: an arm that samples more per step, as dynamic sampling does, then takes fewer steps); None: no limit
     save_model: bool = False  # write the trained model (or adapter) to out/model at the end
     dtype: str | None = None  # the weights' dtype when cfg.model is loaded; None: float32 (in every precision the
     #   weights are then fp32 master weights whatever dtype they arrive in; bf16 compute is `precision`'s business)
@@ -288,6 +290,8 @@ class TrainConfig:
             positive_int("generation_batch_size")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ValueError(f"max_minutes must be > 0 (or None), got {self.max_minutes!r}")
+        if self.max_completions is not None:
+            positive_int("max_completions")
         if self.trainable_layers is not None:
             positive_int("trainable_layers")
         if self.precision not in (*PRECISIONS, "auto"):

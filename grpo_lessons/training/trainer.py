@@ -71,7 +71,7 @@ from grpo_lessons.core.correction import CORRECTION_MODES
 from grpo_lessons.core.losses import policy_loss
 from .records import CHECKPOINT_NAME, METRICS_NAME, PromptStream, TrainResult, load_history
 from .rollout import Rollout, concat_rollouts, generate_completions, rollout_logps
-from .scoring import (eval_fields, evaluate, matrix_weights, reward_matrix, reward_names, sample_fields,
+from .scoring import (correct_flags, eval_fields, evaluate, matrix_weights, reward_matrix, reward_names, sample_fields,
                       sampling_stats, score_completions, solved_prompts)
 from grpo_lessons.core.shaping import informative_groups, truncation_mask
 from .train_config import TrainConfig
@@ -234,39 +234,43 @@ class Trainer(records.RunRecords):
         return total, parts, penalty, R
 
     def sample_round(self, num_prompts: int) -> tuple[list[dict], Rollout, torch.Tensor, dict[str, torch.Tensor],
-                                                      torch.Tensor, torch.Tensor]:
+                                                      torch.Tensor, torch.Tensor, torch.Tensor]:
         """Take the next ``num_prompts`` rows, sample ``G`` completions each and score them.
 
-        Returns ``(rows, rollout, rewards (N,), per-function rewards, overlong penalty (N,), reward matrix (N, K'))``;
-        ``rewards`` is the matrix's weighted ``nansum`` (NaN for unscorable completions).
+        Returns ``(rows, rollout, rewards (N,), per-function rewards, overlong penalty (N,), reward matrix (N, K'),
+        right (N,) bool)``; ``rewards`` is the matrix's weighted ``nansum`` (NaN for unscorable completions), ``right``
+        which completions the task's accuracy function judges right (:func:`~grpo_lessons.training.scoring.correct_flags`).
         """
         indices = self.stream.take(num_prompts)
         rows = [self.train_rows[i] for i in indices]
         ro = self.generate(rows)
         total, parts, penalty, R = self.score(ro, rows)
-        self._retire_solved(indices, ro, rows, parts)
-        return rows, ro, total, parts, penalty, R
+        right = correct_flags(ro, rows, parts, self.reward_funcs, self.accuracy_fn)  # (N,) bool
+        self._retire_solved(indices, ro, rows, parts, right)
+        return rows, ro, total, parts, penalty, R, right
 
-    def _retire_solved(self, indices: list[int], ro: Rollout, rows: list[dict], parts: dict) -> None:
+    def _retire_solved(self, indices: list[int], ro: Rollout, rows: list[dict], parts: dict,
+                       correct: torch.Tensor | None = None) -> None:
         """ScaleRL's no-positive-resampling: prompts whose group pass rate >= ``retire_solved_at`` leave the pool
         for good (:func:`grpo_lessons.training.scoring.solved_prompts`; the retired set is saved in checkpoints)."""
         if self.cfg.retire_solved_at is not None:
             self.stream.retire(solved_prompts(indices, ro, rows, parts, self.reward_funcs, self.accuracy_fn,
-                                              self.cfg.group_size, self.cfg.retire_solved_at))
+                                              self.cfg.group_size, self.cfg.retire_solved_at, correct))
 
     def sample(self) -> Batch:
         """``prompts_per_step`` scored groups (with dynamic sampling: informative ones); no advantages yet."""
         cfg, G = self.cfg, self.cfg.group_size
-        kept_rows, kept_ro, kept_r, kept_R, seen = [], [], [], [], []
+        kept_rows, kept_ro, kept_r, kept_R, seen, correct = [], [], [], [], [], []
         rounds, zero_std, groups_seen = 0, 0, 0
         while True:
             need = cfg.prompts_per_step - sum(len(r) for r in kept_rows)
-            rows, ro, r, parts, pen, R = self.sample_round(need)
+            rows, ro, r, parts, pen, R, right = self.sample_round(need)
             # (need,) bool; GDPO normalises each reward function apart: a group is informative if any column varies
             informative = informative_groups(R if self.variant.scale_piece.per_reward else r, G)
             zero_std += int((~informative).sum())
             groups_seen += len(rows)
             seen.append((ro, r, parts, pen))
+            correct.append(right)
             keep = [g for g in range(len(rows)) if bool(informative[g])] if cfg.dynamic_sampling else list(range(len(rows)))
             if keep:
                 kept_rows.append([rows[g] for g in keep])
@@ -277,7 +281,7 @@ class Trainer(records.RunRecords):
             if full or not cfg.dynamic_sampling or rounds >= cfg.max_resample_rounds:
                 break
             rounds += 1  # DAPO: drop the all-equal groups and refill from the next prompts
-        stats = sampling_stats(seen, zero_std, groups_seen, rounds)
+        stats = sampling_stats(seen, zero_std, groups_seen, rounds, correct)
         rows = [r for part in kept_rows for r in part]
         if not rows:  # dynamic sampling found no informative group within its bound
             return Batch(rows=[], rollout=seen[0][0].select_groups([]), rewards=torch.zeros(0),
@@ -424,7 +428,7 @@ class Trainer(records.RunRecords):
         row = {"step": self.step_count, **self._sample_fields(batch.stats), **m, "time_sample": t_sample,
                **self._batch_fields(batch)}
         t_train = time.perf_counter() - t0
-        if self._eval_due(self.step_count) or self._time_up(t_train):
+        if self._eval_due(self.step_count) or self._time_up(t_train) or self._completions_up(row):
             row.update(eval_fields(self.evaluate()))
         return self._record(row, t0, t_train)  # metrics.csv, history, checkpoint when due (records.RunRecords)
 
@@ -454,7 +458,7 @@ class Trainer(records.RunRecords):
         bar = tqdm(total=self.cfg.steps, initial=self.step_count, disable=not progress, desc="GRPO",
                    dynamic_ncols=True)
         try:
-            while self.step_count < self.cfg.steps and not self._time_up():
+            while self.step_count < self.cfg.steps and not self._time_up() and not self._completions_up():
                 row = self.step()
                 bar.update(1)
                 bar.set_postfix_str(records.progress_text(row, self.history))
