@@ -64,7 +64,13 @@ def test_mean_interval_by_hand():
     assert iv.low == pytest.approx(0.25 - 4.302653 * 0.05 / math.sqrt(3), abs=1e-6) and iv.excludes_zero()
     one = mean_interval([0.3])
     assert one.low is None and one.high is None and "one seed" in verdict(one)
-    assert mean_interval([0.1, 0.1, 0.1]).low == pytest.approx(0.1)  # no spread: a zero-width interval
+    flat = mean_interval([0.1, 0.1, 0.1])  # no spread: exactly sd 0 (not the float sum's 1e-17), its own verdict
+    assert (flat.mean, flat.low, flat.high, flat.sd) == (0.1, 0.1, 0.1, 0.0)
+    assert verdict(flat) == "the same difference on every seed: no spread to test" != verdict(
+        mean_interval([0.1, 0.1, 0.12]))
+    assert verdict(mean_interval([0.0, 0.0])) == "no difference on any seed"
+    with pytest.raises(ValueError, match="infinite"):
+        mean_interval([0.1, float("inf")])
     with pytest.raises(ValueError, match="NaN"):
         mean_interval([0.1, float("nan")])
     with pytest.raises(ValueError, match="no numbers"):

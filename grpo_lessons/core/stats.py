@@ -117,12 +117,16 @@ def mean_interval(xs: Sequence[float], level: float = 0.95) -> Interval:
         raise ValueError("no numbers to average")
     if any(math.isnan(x) for x in xs):
         raise ValueError(f"NaN among the numbers: {xs}")
+    if any(math.isinf(x) for x in xs):
+        raise ValueError(f"an infinite number has no mean or interval: {xs}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
     n = len(xs)
     mean = sum(xs) / n
     if n < 2:
         return Interval(mean, None, None, n, None, level)
+    if len(set(xs)) == 1:  # exactly no spread (the float sum would leave a ~1e-17 sd and a p-value of noise)
+        return Interval(xs[0], xs[0], xs[0], n, 0.0, level)
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
     half = t_quantile(0.5 + level / 2.0, n - 1) * sd / math.sqrt(n)
     return Interval(mean, mean - half, mean + half, n, sd, level)
@@ -142,9 +146,14 @@ def paired_interval(arm: Mapping[int, float], baseline: Mapping[int, float], lev
 
 
 def verdict(iv: Interval, higher: str = "higher", lower: str = "lower") -> str:
-    """``higher``/``lower`` when the interval excludes 0 on that side, else that no difference is shown."""
+    """``higher``/``lower`` when the interval excludes 0 on that side, else that no difference is shown.  Numbers
+    that are all the same (an accuracy that moved by the same whole points on every seed) have no spread: their
+    zero-width interval says nothing about the next seed, so they get their own wording, never ``higher``."""
     if iv.low is None:
         return f"one seed (n = {iv.n}): no interval"
+    if iv.sd == 0.0:
+        return ("the same difference on every seed: no spread to test" if iv.mean != 0.0
+                else "no difference on any seed")
     if iv.low > 0.0:
         return higher
     if iv.high < 0.0:
