@@ -1,57 +1,40 @@
-"""The variant study: every GRPO variant of the registry trained on a real model, three seeds each, one budget.
+"""The variant study: GRPO at beta = 0 against the variants the course's notebooks read, and against single changes.
 
-SmolLM2-135M-Instruct (offline) on the arithmetic task, on the trainer's fast CPU path (``precision="bf16-mixed"``:
-a bf16 compute copy with fp32 master weights; the sampler is that bf16 copy, resynced with dithered rounding, as
-in ``benchmarks/cpu_learning.py --preset ten-minutes``).  Every variant is chosen by its registry name and runs at
-its paper defaults from the registry (clip ranges, gates, aggregation, advantage scale, beta, dynamic sampling,
-overlong filtering: ``get_variant(name).loss_defaults`` / ``train_defaults`` as ``TrainConfig.resolve`` applies
-them), except what the comparison must hold fixed:
+SmolLM2-135M-Instruct (offline) on the arithmetic task.  Every arm is chosen by its registry name; the baseline is
+GRPO with beta = 0, and every arm has beta = 0 unless beta is what it changes, so that a difference comes from the
+arm's named pieces, not from a KL term only one arm has (GRPO's paper default, beta = 0.04, is its own arm).  The
+arms:
 
-* one learning rate for all, 3e-5: chosen once, on GRPO, by ``benchmarks/cpu_learning.py`` (the 30-minute and
-  10-minute runs); the papers' 1e-6 is for models ten to a hundred times larger and moves a 135M model very little
-  in 12 steps;
-* the same number of completions sampled per step: 8 prompts x G = 8 = 64; 2-GRPO, defined by G = 2, gets 32
-  prompts x 2 (its paper's "same budget" comparison); DAPO's dynamic sampling draws extra rounds when groups are
-  all-equal (at most 4; the ``completions_sampled`` column counts them) and trains on 8 informative groups;
-* the same steps, the same seeds 0, 1, 2, and ``mu = 2`` optimiser steps per sampled batch (TRL
-  ``num_iterations = 2``).  Why mu = 2: with mu = 1 the batch is used once, right after sampling, so every
-  importance ratio is exactly 1; the clipped, gated and IS-weighted objectives then give the same gradient and GRPO,
-  GSPO and SAPO would be the same algorithm here (CISPO, DAPO and BNPO likewise, up to their masks).  The second
-  pass has ratios away from 1, which is where those variants differ (the papers' settings are further off-policy:
-  several mini-batch updates per rollout);
-* 12 new tokens (the task's), T = 0.7; DAPO's soft overlong penalty is not applied (its 4096-token buffer belongs
-  to a 20k-token budget; ``overlong_cache_len`` stays off), its overlong *filtering* is (registry default).
+* ``grpo``: the baseline (group z-scores, token ratios clipped to [0.8, 1.2], each completion's mean);
+* single changes on GRPO: ``grpo_beta`` (beta = 0.04: a reference model and the k3 penalty),
+  ``grpo_clip_higher`` (DAPO's epsilon_high = 0.28 alone);
+* the variants notebooks 06-10 read, at their registry defaults: ``dr_grpo``, ``dapo`` (clip-higher, token-mean
+  loss, dynamic sampling, overlong filtering), ``gspo``, ``sapo``, ``2-grpo``;
+* equal samples: ``2-grpo`` samples the same completions per step as GRPO (G = 2 over four times the prompts), and
+  ``dapo_equal_completions`` is DAPO stopped once it has sampled as many completions as GRPO does in its steps
+  (dynamic sampling refills all-equal groups, so plain ``dapo`` spends more samples per step).
 
-A paired design: the same seed gives the same first batch in every arm that samples the same way (the arms with
-the same ``sampling`` label in ``study.json``; the trainer's ``batch_hash`` column shows it).
+Shared: one learning rate (2e-5, lower than the earlier 3e-5 so that the second pass keeps most ratios inside GRPO's
+clip range), mu = 2 optimiser steps per sampled batch (with mu = 1 every ratio is exactly 1 and the clipped, gated
+and IS-weighted objectives give the same gradient), 8 prompts x G = 8 per step, 4 steps, 12 new tokens, T = 0.7,
+fp32, the trained weights sample.  The same seed gives the same first batch in every arm that samples the same way
+(``study.json``'s ``sampling`` labels; the trainer's ``batch_hash`` column shows it).  Held-out greedy accuracy on 100
+prompts at steps 0, 2 and 4; each arm is judged on its gain and on ``gain_last2`` (the mean of the last two
+evaluations minus before), with Holm's correction over the comparisons to the baseline.
 
-Measured per step (the trainer's ``metrics.csv``): reward, completion length, truncation, sampler token entropy, clip
-fractions (low/high), KL to the start weights (``kl_start``, every 2 steps), advantage RMS, gradient norm; held-out
-greedy accuracy on 100 prompts (one run's standard error at most 5 points) at steps 0, 4, 8, 12.  Step 0 is
-evaluated once for the whole study and reused (the same weights and prompts give the same greedy answers).
+Budget, written before the runs: ~1.1 min a run (fp32, 2 cores), 9 arms x 5 seeds ~ 50 min.  Stopping rule: all
+five seeds of every arm run; none is added or dropped after looking.
 
-Cost estimate (a quiet 2-core machine, 2 threads), from the committed 10-minute preset
-(``benchmarks/results/cpu_learning_10min/metrics.csv``: 16 prompts x 8 on the same fast path, about 12 s a step --
-sampling 3.4-4.0 s, forward 2.6 s, backward 5.0-5.5 s, optimiser 0.2 s -- and 26 s per greedy evaluation of 200
-prompts): at 8 x 8 with mu = 2, sampling ~2 s + pi_old forward ~1.3 s + 2 x (1.3 + 2.7 + 0.2) s ~ 12 s a step, so
-12 steps ~ 2.4 min, three evaluations of 100 prompts ~ 0.3 min, copying the model and writing/deleting the
-checkpoint ~ 0.2 min: ~ 2.9 min a run.  The 11 required variants x 3 seeds = 33 runs ~ 1.6 hours, plus ~1 min to
-load the model and evaluate it once; bnpo, gdpo and rloo (which the registry also has) add ~26 min
-(``--variants`` with their names; the default list runs all 14).  GRPO's reference model (beta =
-0.04) adds ~1.3 s a step, DAPO's extra sampling rounds up to ~2 s each, ``kl_start`` ~0.6 s a step on average.
-Check the first runs' minutes (``run.json``; the runner prints the pace) and lower ``--steps`` if the machine is
-slower.
-
-    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py                       # the 14 default variants (~2.1 h, resumable)
-    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --quick               # tiny-qwen2, every arm, seconds
-    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --variants grpo gspo dapo --seeds 0 1 2
-    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --analyse-only        # summary, figures, RESULT.md again
+    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --precision fp32        # the study (~50 min, resumable)
+    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --quick                 # tiny-qwen2, every arm, seconds
+    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --variants grpo gspo cispo vespo --seeds 0 1 2
+                                                           # any registered variants at one budget, beta 0 for all
+    HF_HUB_OFFLINE=1 python benchmarks/variant_study.py --analyse-only          # summary, figures, RESULT.md again
     python benchmarks/variant_study.py --model Qwen/Qwen2.5-0.5B-Instruct --device cuda --prompts-per-step 32 \\
-        --out benchmarks/results/variant_study_qwen05b                        # the GPU version (hub access needed)
+        --out benchmarks/results/variant_study_qwen05b                          # the GPU version (hub access needed)
 
-Writes ``benchmarks/results/variant_study/``: ``runs/<variant>/seed<k>/metrics.csv`` (+ ``run.json``,
-``config.json``), ``summary.csv`` (``variant, seed, accuracy_before, accuracy_after, ...``), ``analysis.json``,
-``curves.png``, ``gains.png``, ``RESULT.md`` (benchmarks/_study.py).
+Writes ``benchmarks/results/variant_study/``: ``runs/<arm>/seed<k>/metrics.csv`` (+ ``run.json``, ``config.json``),
+``summary.csv``, ``analysis.json``, ``curves.png``, ``gains.png``, ``RESULT.md`` (the package's study runner).
 """
 
 from __future__ import annotations
@@ -69,24 +52,27 @@ from benchmarks._study import RESULTS, Arm, Study, add_arguments, apply_common, 
 from grpo_lessons.core.variants import get_variant, list_variants  # noqa: E402
 
 NAME = "variant_study"
-#: The variants the study must cover, then the ones it adds when the registry has them.
-REQUIRED = ("grpo", "dr_grpo", "dapo", "gspo", "2-grpo", "sapo", "cispo", "vespo", "dppo_binary_tv", "scalerl", "gopo")
-OPTIONAL = ("bnpo", "gdpo", "rloo")
-BASE = dict(task="arithmetic", steps=12, prompts_per_step=8, group_size=8, lr=3e-5, mu=2, max_new_tokens=12,
-            temperature=0.7, eval_size=100, eval_every=4, eval_batch_size=50, micro_batch_size=32,
-            precision="bf16-mixed", sampler_dtype="bfloat16", copy_rounding="dither", kl_start_every=2)
+#: The variants notebooks 06-10 read from this study (each needs an arm of its name).
+REQUIRED = ("grpo", "dr_grpo", "dapo", "gspo", "2-grpo", "sapo")
+#: Single changes on the baseline: (arm name, TrainConfig overrides on top of ``{"variant": "grpo"}``, label).
+SINGLE_CHANGES = (("grpo_beta", {"beta": 0.04}, "GRPO, beta = 0.04 (its paper default; the only change)"),
+                  ("grpo_clip_higher", {"epsilon_high": 0.28}, "GRPO + clip-higher (epsilon_high = 0.28, alone)"))
+BASE = dict(task="arithmetic", steps=4, prompts_per_step=8, group_size=8, lr=2e-5, beta=0.0, mu=2, max_new_tokens=12,
+            temperature=0.7, eval_size=100, eval_every=2, eval_batch_size=50, micro_batch_size=32,
+            precision="bf16-mixed", sampler_dtype="bfloat16", copy_rounding="dither", kl_start_every=1)
 QUICK = dict(model="tiny-qwen2", steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6, eval_size=4,
              eval_every=1, kl_start_every=1, micro_batch_size=8, lr=1e-3)
+METRICS = ("gain_last2", "entropy_last5", "clip_frac_mean", "clip_frac_high_mean", "kl_start_last",
+           "completions_sampled_total", "frac_zero_std_mean")
 
 
 def default_variants() -> list[str]:
-    """The required variants and the optional ones the registry has, in that order (ValueError if a required one
-    is missing from the registry)."""
+    """The variants the notebooks read (ValueError if the registry lacks one)."""
     have = set(list_variants())
     missing = [v for v in REQUIRED if v not in have]
     if missing:
         raise ValueError(f"the registry lacks required variants {missing}")
-    return list(REQUIRED) + [v for v in OPTIONAL if v in have]
+    return list(REQUIRED)
 
 
 def sampling_label(variant: str, prompts: int, group_size: int) -> str:
@@ -118,14 +104,29 @@ def arms_for(variants: list[str], prompts: int, group_size: int) -> list[Arm]:
     return arms
 
 
+def default_arms(base: dict) -> list[Arm]:
+    """The study's design: the baseline, the single changes, the notebooks' variants, DAPO at equal samples."""
+    prompts, g = base["prompts_per_step"], base["group_size"]
+    by_name = {a.name: a for a in arms_for(default_variants(), prompts, g)}
+    shared = by_name["grpo"].sampling
+    singles = [Arm(name, {"variant": "grpo", **cfg}, label, sampling=shared) for name, cfg, label in SINGLE_CHANGES]
+    budget = base["steps"] * prompts * g  # what GRPO samples in its steps
+    dapo = by_name["dapo"]
+    equal = Arm("dapo_equal_completions", {**dapo.config, "steps": 4 * base["steps"], "max_completions": budget},
+                f"DAPO at GRPO's sample budget ({budget} completions)", sampling=dapo.sampling)
+    return [by_name["grpo"], *singles, *(by_name[v] for v in REQUIRED[1:]), equal]
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(p, out=RESULTS / NAME)
     p.add_argument("--variants", nargs="+", default=None,
-                   help="variant names, or 'all' (every registered variant); default: the required list and the "
-                        "optional ones the registry has")
+                   help="variant names, or 'all' (every registered variant), one arm each at one budget; default: "
+                        "the study's design (the baseline, single changes, the notebooks' variants, DAPO at equal "
+                        "samples)")
     p.add_argument("--mu", type=int, default=None, help="optimiser steps per sampled batch (default 2; see above)")
-    p.add_argument("--beta", type=float, default=None, help="one KL coefficient for all (default: each variant's)")
+    p.add_argument("--beta", type=float, default=None,
+                   help="one KL coefficient for every arm (default 0; grpo_beta keeps its 0.04)")
     return p
 
 
@@ -136,28 +137,34 @@ def build(args) -> Study:
     if args.beta is not None:
         base["beta"] = args.beta
     if args.variants == ["all"]:
-        variants = list_variants()
+        arms = arms_for(list_variants(), base["prompts_per_step"], base["group_size"])
     elif args.variants:
-        variants = list(args.variants)
-        for v in variants:
+        for v in args.variants:
             get_variant(v)  # an unknown name fails here, listing the known ones
+        arms = arms_for(list(args.variants), base["prompts_per_step"], base["group_size"])
     else:
-        variants = default_variants()
-    arms = arms_for(variants, base["prompts_per_step"], base["group_size"])
+        arms = default_arms(base)
+    names = [a.name for a in arms]
     return Study(
         name=NAME, title="GRPO variants on SmolLM2-135M-Instruct, arithmetic" if not args.quick
         else "GRPO variants (quick path, tiny-qwen2)",
-        question="Which of the chapter's GRPO variants, each at its paper defaults and one shared learning rate, "
-                 "changes held-out accuracy after the same short budget, and which changes length, entropy or "
-                 "clipping on the way?",
-        arms=arms, seeds=args.seeds, base=base, baseline="grpo" if "grpo" in variants else variants[0],
+        question="Against GRPO at beta = 0, does a single change (the KL term, clip-higher) or a variant at its "
+                 "paper defaults change held-out accuracy after the same short budget, and what does each change "
+                 "on the way (entropy, clipping, KL to the start, samples spent)?",
+        arms=arms, seeds=args.seeds, base=base, baseline="grpo" if "grpo" in names else names[0],
         rewards=quick_rewards if args.quick else None,  # None: the task's verifier
         curves=("accuracy", "reward_mean", "completion_len", "entropy", "clip_frac", "kl_start"),
-        budget=f"about 2.9 min a run on a quiet 2-core CPU, {2.9 * len(arms) * len(args.seeds) / 60:.1f} h for "
-               f"{len(arms)} variants x {len(args.seeds)} seeds (module docstring)",
-        notes=["Each variant runs at its registry defaults; the shared settings are the learning rate, the "
-               "completions per step, the steps, mu = 2 (so that the ratios leave 1 and clipping can act) and the "
-               "sampler. GRPO's default beta = 0.04 loads a reference model; the others have beta = 0."],
+        extra_metrics=METRICS,
+        budget=f"about 1.1 min a run on a quiet 2-core CPU in fp32, {1.1 * len(arms) * len(args.seeds):.0f} min for "
+               f"{len(arms)} arms x {len(args.seeds)} seeds (module docstring); stopping rule: every seed of every "
+               "arm runs, none added or dropped after looking",
+        notes=["Every arm has beta = 0 except `grpo_beta`; the shared settings are the learning rate, the completions "
+               "per step, the steps, mu = 2 (so that the ratios leave 1 on the second pass and clipping can act) and "
+               "the sampler. `dapo` samples extra rounds to refill all-equal groups (`completions_sampled_total`); "
+               "`dapo_equal_completions` stops at GRPO's sample budget, so it takes fewer steps.",
+               "`gain_last2`: the mean of the last two held-out evaluations (steps 2 and 4) minus before; "
+               "`kl_start_last`: the KL to the start weights at the last step; `clip_frac_mean`: the share of "
+               "clipped tokens (sequences for GSPO) over both passes and all steps."],
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -53,6 +54,25 @@ def test_compare_runs_a_paired_study_through_the_command_line(tmp_path):
         conf = json.loads((out / "runs" / arm / "seed0" / "run.json").read_text())["config"]
         assert conf["beta"] == 0.0 and conf["variant"] == arm
     assert "Holm" in (out / "RESULT.md").read_text() or "no difference" in (out / "RESULT.md").read_text()
+
+
+def test_compare_at_equal_samples_stops_each_arm_at_the_same_completion_budget(tmp_path):
+    """--max-completions through the command line: GRPO samples 2 x 4 = 8 completions a step and stops after 2 steps
+    (16); DAPO's dynamic sampling refills the untrained model's all-zero groups, so it reaches 16 within its first
+    step and stops there, although --steps allows 6."""
+    out = tmp_path / "eq"
+    cmd = [sys.executable, "-m", "grpo_lessons.training.cli", "compare", "--variants", "grpo,dapo", "--model",
+           "tiny-qwen2", "--steps", "6", "--max-completions", "16", "--seeds", "0,1", "--eval-size", "4",
+           "--eval-every", "0", "--prompts-per-step", "2", "--group-size", "4", "--threads", "1", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {(x["arm"], int(x["seed"])): x for x in csv.DictReader(open(out / "summary.csv"))}
+    for seed in (0, 1):
+        g, d = rows[("grpo", seed)], rows[("dapo", seed)]
+        assert (int(g["steps"]), int(g["completions_sampled_total"])) == (2, 16)
+        assert int(d["steps"]) == 1 and int(d["completions_sampled_total"]) >= 16
+        assert g["accuracy_after"] != "" and d["accuracy_after"] != ""  # each evaluated where its budget ended it
+    assert "stopping at 16 sampled completions" in (out / "RESULT.md").read_text()
 
 
 def test_compare_refuses_bad_input_in_one_line(tmp_path):

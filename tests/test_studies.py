@@ -8,6 +8,7 @@ has at least three seeds per arm, the same seeds in every arm.
 """
 
 import itertools
+import csv
 import json
 import math
 import sys
@@ -60,7 +61,12 @@ def _ten_minutes(out):
     return cpu_learning.main(["--study", "--preset", "ten-minutes", "--quick", "--threads", "1", "--out", str(out)])
 
 
-STUDIES = {"variant_study": _variant_study, "gopo_vs_grpo": _gopo, "gdpo_vs_grpo": _gdpo,
+def _length(out):
+    from benchmarks import length_study
+    return length_study.main(["--quick", "--threads", "1", "--out", str(out), "--seeds", *map(str, SEEDS)])
+
+
+STUDIES = {"variant_study": _variant_study, "dr_grpo_length": _length, "gopo_vs_grpo": _gopo, "gdpo_vs_grpo": _gdpo,
            "offpolicy_run": _offpolicy, "copy_rounding_training": _copy_rounding, "diversity_study": _diversity,
            "cpu_learning_10min_seeds": _ten_minutes}
 
@@ -292,28 +298,64 @@ def test_gopo_arms_share_the_batch_and_differ_in_the_update(done):
         assert info["config"]["lr"] == pytest.approx(base_lr * factor)
 
 
-def test_variant_study_covers_the_required_variants_at_one_budget(done):
-    from benchmarks.variant_study import REQUIRED, default_variants
+def test_variant_study_arms_differ_only_in_what_they_name(done):
+    """The repaired design: GRPO at beta = 0 is the baseline; every other arm has beta = 0 unless beta is its change;
+    the single-change arms share the baseline's first batch; DAPO at equal samples stops at GRPO's budget."""
+    from benchmarks.variant_study import REQUIRED, SINGLE_CHANGES, default_arms
 
     _, out, _ = done("variant_study")
     d = _definition(out)
     names = [a["name"] for a in d["arms"]]
-    assert names == default_variants() and set(REQUIRED) <= set(names)
+    assert names == [a.name for a in default_arms(d["base"])] and set(REQUIRED) <= set(names)
+    assert names[0] == d["baseline"] == "grpo" and {n for n, _, _ in SINGLE_CHANGES} <= set(names)
+    budget = d["base"]["steps"] * d["base"]["prompts_per_step"] * d["base"]["group_size"]
     for seed in SEEDS:
+        hist = {arm: [r for r in _history(out, arm, seed) if r["step"] >= 1] for arm in names}
         for arm in names:
-            info = json.loads((out / "runs" / arm / f"seed{seed}" / "run.json").read_text())
-            c = info["config"]
-            assert c["variant"] == arm and c["lr"] == d["base"]["lr"] and c["steps"] == d["base"]["steps"]
+            c = json.loads((out / "runs" / arm / f"seed{seed}" / "config.json").read_text())
+            assert c["variant"] == ("grpo" if arm.startswith("grpo") else "dapo" if arm.startswith("dapo") else arm)
+            assert c["lr"] == d["base"]["lr"] and c["mu"] == d["base"]["mu"] == 2
             assert c["prompts_per_step"] * c["group_size"] == d["base"]["prompts_per_step"] * d["base"]["group_size"]
-            first = _step(out, arm, seed, 1)
-            if not c["dynamic_sampling"]:  # the same completions sampled per step (DAPO may add refill rounds)
-                assert first["completions_sampled"] == c["prompts_per_step"] * c["group_size"]
+            assert c["beta"] == (0.04 if arm == "grpo_beta" else 0.0), arm
+            # clip-higher is the only explicit clip setting; DAPO's 0.28 comes from its registry defaults
+            assert c["epsilon_high"] == (0.28 if arm == "grpo_clip_higher" else None) and c["epsilon"] is None
+            sampled = [r["completions_sampled"] for r in hist[arm]]
+            if arm == "dapo_equal_completions":  # stopped by the sample budget, not the step count
+                assert sum(sampled) >= budget > sum(sampled[:-1]) and len(sampled) < c["steps"]
+            else:
+                assert len(sampled) == d["base"]["steps"]
+            if not c["dynamic_sampling"]:
+                assert sum(sampled) == budget
+        first = {arm: hist[arm][0]["batch_hash"] for arm in names}
+        assert first["grpo"] == first["grpo_beta"] == first["grpo_clip_higher"] == first["gspo"] == first["sapo"]
+        assert first["dapo"] == first["dapo_equal_completions"]
+    # beta = 0.04 adds a KL term (logged), the baseline has none; mu = 2: GSPO's clip and SAPO's gate (same batch,
+    # identical gradients while every ratio is 1) give different updates from the second pass on
+    assert _step(out, "grpo_beta", 0, 1)["kl"] is not None and _step(out, "grpo", 0, 1)["kl"] is None
+    assert _step(out, "gspo", 0, 1)["grad_norm"] != _step(out, "sapo", 0, 1)["grad_norm"]
     two = json.loads((out / "runs" / "2-grpo" / "seed0" / "run.json").read_text())["config"]
     assert two["group_size"] == 2
-    # mu = 2: the second pass is off-policy, so GSPO's clip and SAPO's gate (same aggregation, beta = 0; identical
-    # gradients while every ratio is 1) give different updates from step 1
-    assert _step(out, "gspo", 0, 1)["batch_hash"] == _step(out, "sapo", 0, 1)["batch_hash"]
-    assert _step(out, "gspo", 0, 1)["grad_norm"] != _step(out, "sapo", 0, 1)["grad_norm"]
+
+
+def test_length_study_splits_length_by_correctness_and_pairs_it(done):
+    """The Dr. GRPO length study through its entry point: every training step logs the lengths of the right and the
+    wrong completions, each run's summary averages them over its last five steps, and the analysis pairs the arms'
+    values seed by seed on exactly those numbers."""
+    _, out, _ = done("dr_grpo_length")
+    d = _definition(out)
+    assert [a["name"] for a in d["arms"]] == ["grpo", "dr_grpo"] and d["base"]["beta"] == 0.0
+    rows = {(r["arm"], int(r["seed"])): r for r in csv.DictReader(open(out / "summary.csv"))}
+    an = json.loads((out / "analysis.json").read_text())
+    for seed in SEEDS:
+        for arm in ("grpo", "dr_grpo"):
+            train = [r for r in _history(out, arm, seed) if r["step"] >= 1]
+            wrong = [r["completion_len_wrong"] for r in train[-5:] if r["completion_len_wrong"] is not None]
+            assert wrong and float(rows[(arm, seed)]["completion_len_wrong_last5"]) == pytest.approx(
+                sum(wrong) / len(wrong))
+            assert all(r["train_accuracy"] is not None for r in train)
+        diff = an["arms"]["dr_grpo"]["completion_len_wrong_last5"]["paired_vs_baseline"]["per_seed"][str(seed)]
+        assert diff == pytest.approx(float(rows[("dr_grpo", seed)]["completion_len_wrong_last5"])
+                                     - float(rows[("grpo", seed)]["completion_len_wrong_last5"]))
 
 
 def test_diversity_study_measures_each_trained_model(done):
