@@ -212,6 +212,9 @@ class LivePlot:
 CURVE_TITLES: dict[str, str] = {
     "accuracy": "held-out accuracy, greedy (%)", "reward_mean": "training reward (sampled)",
     "completion_len": "completion length (tokens)", "entropy": "token entropy of the sampler (nats)",
+    "completion_len_wrong": "length of wrong completions (tokens)",
+    "completion_len_right": "length of right completions (tokens)",
+    "train_accuracy": "right share of sampled completions",
     "clip_frac": "clip fraction (low + high)", "kl_start": "KL to the start weights (k3 per token)",
     "adv_rms": "advantage RMS", "grad_norm": "gradient norm (before clipping)",
     "truncated_frac": "share cut at the token limit",

@@ -37,7 +37,11 @@ DEFAULT_STUDY = "variant_study"
 #: The script in benchmarks/ that writes each committed study folder.
 _SCRIPTS = {"variant_study": "variant_study.py", "gdpo_vs_grpo": "gdpo_study.py", "gopo_vs_grpo": "gopo_vs_grpo.py",
             "diversity_study": "diversity.py --study", "copy_rounding_training": "copy_rounding.py --train",
-            "cpu_learning_10min_seeds": "cpu_learning.py --study", "offpolicy_run": "offpolicy_run.py"}
+            "cpu_learning_10min_seeds": "cpu_learning.py --study", "offpolicy_run": "offpolicy_run.py",
+            "dr_grpo_length": "length_study.py",
+            "dynamic_sampling": "grpo-lessons compare --plugin benchmarks.dynamic_sampling_variant",
+            "dynamic_sampling_equal_completions": "grpo-lessons compare --plugin benchmarks.dynamic_sampling_variant "
+                                                  "--max-completions 256"}
 #: The per-step metrics a curve can show (the trainer's ``metrics.csv`` columns) and their titles.
 
 
