@@ -557,25 +557,38 @@ def test_lengths_by_correctness_when_none_is_right(tmp_path):
 
 
 def test_max_completions_stops_at_an_equal_sample_budget(tmp_path):
-    # 2 prompts x G = 4 = 8 completions a step: a budget of 20 is reached during step 3 (24 >= 20)
+    # 2 prompts x G = 4 = 8 completions a step: a budget of 20 fits two steps (16); a third would need 24 > 20
     res = run(cfg(tmp_path, steps=10, max_completions=20, eval_every=0))
     h = res.history
-    assert [r["step"] for r in h] == [0, 1, 2, 3]
-    assert sum(r["completions_sampled"] or 0 for r in h) == 24
-    assert h[-1]["accuracy"] is not None and res.final_eval["step"] == 3  # evaluated where the budget ended it
+    assert [r["step"] for r in h] == [0, 1, 2]
+    assert sum(r["completions_sampled"] or 0 for r in h) == 16
+    assert h[-1]["accuracy"] is not None and res.final_eval["step"] == 2  # evaluated where the budget ended it
     assert res.checkpoint_path is None  # the budget finished the run: nothing left to resume
-    # dynamic sampling samples more per step (half the rows give constant groups), so it reaches the budget sooner
+    # dynamic sampling refills the constant groups (half the rows), but only within what the budget has left
     rows = [dict(r, kind="const" if i % 2 else "vary") for i, r in enumerate(ROWS)]
-    ds = run(cfg(tmp_path, "ds", steps=10, max_completions=20, eval_every=0, dynamic_sampling=True),
+    ds = run(cfg(tmp_path, "ds", steps=10, max_completions=24, eval_every=0, dynamic_sampling=True),
              train_rows=rows, reward_funcs=[const_or_digits])
     sampled = [r["completions_sampled"] for r in ds.history[1:]]
-    assert sum(sampled) >= 20 and sum(sampled[:-1]) < 20 and max(sampled) > 8
-    assert len(ds.history) - 1 < 3
+    assert 24 - 8 < sum(sampled) <= 24 and max(sampled) > 8  # never over the budget; refills did happen
+    assert len(sampled) < 3  # GRPO's three steps of 8 = 24; the refills used part of the budget
 
 
-@pytest.mark.parametrize("bad", [0, -5, 2.5, True])
-def test_max_completions_must_be_a_positive_integer(tmp_path, bad):
-    with pytest.raises(ValueError, match="max_completions"):
+def test_max_completions_caps_the_refill_rounds_of_a_step(tmp_path):
+    """Every group constant: without a budget a step draws 1 + max_resample_rounds rounds (3 x 8 = 24 completions);
+    with 12 left it draws its first round (8) and one refill of a single prompt (4), then trains on nothing."""
+    rows = [dict(r, kind="const") for r in ROWS]
+    free = Trainer(cfg(tmp_path, "free", eval_size=0, dynamic_sampling=True, max_resample_rounds=2),
+                   train_rows=rows, reward_funcs=[const_or_digits]).step()
+    assert free["completions_sampled"] == 24
+    tr = Trainer(cfg(tmp_path, "capped", eval_size=0, dynamic_sampling=True, max_resample_rounds=2,
+                     max_completions=12), train_rows=rows, reward_funcs=[const_or_digits])
+    row = tr.step()
+    assert row["completions_sampled"] == 12 and row["groups_trained"] == 0 and row["resample_rounds"] == 1
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, True, 7])
+def test_max_completions_must_be_a_positive_integer_of_at_least_one_batch(tmp_path, bad):
+    with pytest.raises(ValueError, match="max_completions"):  # 7 < one step's 2 x 4
         cfg(tmp_path, max_completions=bad).validate()
 
 

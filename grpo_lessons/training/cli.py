@@ -111,8 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "Held-out accuracy stays the task's")
     _plugin_flag(t)
     t.add_argument("--max-completions", type=int, default=None, metavar="N",
-                   help="stop once N completions were sampled (a budget in samples: with dynamic sampling a step "
-                        "samples more, so the run takes fewer steps); --steps stays the upper bound")
+                   help="sample at most N completions (a budget in samples: the run stops when the next step would "
+                        "not fit, and dynamic sampling refills only within what is left, so it takes fewer steps); "
+                        "--steps stays the upper bound")
     t.add_argument("--max-minutes", type=float, default=None,
                    help="stop after this much training time in this invocation, evaluation excluded (a --resume gets a new budget)")
     t.add_argument("--precision", default=d.precision, choices=["auto", "fp32", "bf16-mixed"],
@@ -212,9 +213,8 @@ curves.png, gains.png and RESULT.md.  Resumable: rerun the same command to finis
                    help="KL coefficient of every arm (default 0: one change per comparison); -1: each variant's own")
     c.add_argument("--mu", type=int, default=1, help="optimiser steps per sampled batch")
     c.add_argument("--max-completions", type=int, default=None, metavar="N",
-                   help="every run stops once it has sampled N completions (compare at equal samples rather than "
-                        "equal steps: an arm with dynamic sampling then takes fewer steps); --steps is the upper "
-                        "bound")
+                   help="every run samples at most N completions (compare at equal samples rather than equal "
+                        "steps: an arm with dynamic sampling then takes fewer steps); --steps is the upper bound")
     c.add_argument("--max-new-tokens", type=int, default=None, help="completion token limit (default: the task's)")
     c.add_argument("--eval-size", type=int, default=100, help="held-out prompts per evaluation")
     c.add_argument("--eval-every", type=int, default=4)
@@ -264,7 +264,7 @@ def _compare(args) -> int:
                   question=f"Does each variant change held-out accuracy against {variants[0]}, seed by seed?",
                   arms=arms, seeds=list(args.seeds), base=base, min_seeds=2,
                   budget=f"{args.steps} steps of {args.prompts_per_step} prompts x G = {args.group_size} per run"
-                  + (f", stopping at {args.max_completions} sampled completions" if args.max_completions else ""))
+                  + (f", at most {args.max_completions} sampled completions" if args.max_completions else ""))
     if args.analyse_only:
         analyse_study(study, args.out)
     else:

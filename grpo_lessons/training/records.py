@@ -411,11 +411,20 @@ class RunRecords:
         return sum(int(r.get("completions_sampled") or 0) for r in self.history)
 
     def _completions_up(self, row: dict | None = None) -> bool:
-        """True once ``max_completions`` completions were sampled (with ``row``, a step not yet in the history): an
-        equal-sample budget, so that an arm that samples more per step (dynamic sampling) takes fewer steps."""
+        """True once another step could not sample its first round (``prompts_per_step x G``) within
+        ``max_completions`` (with ``row``: a step not yet in the history).  With the refill rounds of dynamic sampling
+        capped to what is left (:meth:`completions_left`), no run samples more than ``max_completions``: an
+        equal-sample budget, so that an arm that samples more per step takes fewer steps."""
         limit = self.cfg.max_completions
+        if limit is None:
+            return False
         extra = int((row or {}).get("completions_sampled") or 0)
-        return limit is not None and self.completions_sampled_total() + extra >= limit
+        return self.completions_sampled_total() + extra + self.cfg.prompts_per_step * self.cfg.group_size > limit
+
+    def completions_left(self) -> int | None:
+        """Completions this run may still sample under ``max_completions`` (None: no budget)."""
+        limit = self.cfg.max_completions
+        return None if limit is None else limit - self.completions_sampled_total()
 
     def _time_up(self, running: float = 0.0) -> bool:
         """True once ``max_minutes`` of this invocation's training time (sampling, scoring, updates; not evaluation)

@@ -118,8 +118,9 @@ class TrainConfig:
     #   the public registry API (a variant, an objective, ...) can be trained (training.plugins.import_plugins)
     max_minutes: float | None = None  # stop after this much training time in this invocation (evaluation excluded,
     #   timed in the CSV's time_eval), then evaluate and checkpoint; a resume gets a new budget; None: no limit
-    max_completions: int | None = None  # stop once this many completions were sampled (a budget in samples, not
-    #   steps: an arm that samples more per step, as dynamic sampling does, then takes fewer steps); None: no limit
+    max_completions: int | None = None  # sample at most this many completions in the run (a budget in samples, not
+    #   steps): it stops when the next step's first round would not fit, and dynamic sampling's refill rounds draw
+    #   only what is left, so an arm that samples more per step takes fewer steps; None: no limit
     save_model: bool = False  # write the trained model (or adapter) to out/model at the end
     dtype: str | None = None  # the weights' dtype when cfg.model is loaded; None: float32 (in every precision the
     #   weights are then fp32 master weights whatever dtype they arrive in; bf16 compute is `precision`'s business)
@@ -292,6 +293,9 @@ class TrainConfig:
             raise ValueError(f"max_minutes must be > 0 (or None), got {self.max_minutes!r}")
         if self.max_completions is not None:
             positive_int("max_completions")
+            if self.max_completions < self.prompts_per_step * self.group_size:
+                raise ValueError(f"max_completions={self.max_completions} is less than one step's batch "
+                                 f"({self.prompts_per_step} prompts x G = {self.group_size}): no step would run")
         if self.trainable_layers is not None:
             positive_int("trainable_layers")
         if self.precision not in (*PRECISIONS, "auto"):
