@@ -9,6 +9,14 @@ gives both arms the same beta (0), so GRPO's own beta = 0.04 does not enter eith
     HF_HUB_OFFLINE=1 grpo-lessons compare --plugin benchmarks.dynamic_sampling_variant \\
         --variants grpo,grpo_dynamic_sampling --seeds 0,1,2,3,4 --task arithmetic --model smollm2 \\
         --steps 4 --prompts-per-step 4 --precision fp32 --out benchmarks/results/dynamic_sampling
+
+At equal sampled completions instead of equal steps (GRPO's four steps of 8 prompts x G = 8 = 256; the arm with
+dynamic sampling refills within that budget and takes fewer steps):
+
+    HF_HUB_OFFLINE=1 grpo-lessons compare --plugin benchmarks.dynamic_sampling_variant \\
+        --variants grpo,grpo_dynamic_sampling --seeds 0,1,2,3,4 --task arithmetic --model smollm2 \\
+        --steps 16 --prompts-per-step 8 --max-completions 256 --precision fp32 --threads 2 \\
+        --out benchmarks/results/dynamic_sampling_equal_completions
 """
 
 from __future__ import annotations

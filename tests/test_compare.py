@@ -72,13 +72,18 @@ def test_compare_at_equal_samples_stops_each_arm_at_the_same_completion_budget(t
         assert (int(g["steps"]), int(g["completions_sampled_total"])) == (2, 16)
         assert (int(d["steps"]), int(d["completions_sampled_total"])) == (1, 16)
         assert g["accuracy_after"] != "" and d["accuracy_after"] != ""  # each evaluated where its budget ended it
-    assert "at most 16 sampled completions" in (out / "RESULT.md").read_text()
+    result = (out / "RESULT.md").read_text()
+    assert "at most 16 sampled completions" in result and "### completions_sampled_total" in result
+    an = json.loads((out / "analysis.json").read_text())
+    paired = an["arms"]["dapo"]["completions_sampled_total"]["paired_vs_baseline"]
+    assert paired["per_seed"] == {"0": 0, "1": 0} and paired["verdict"] == "no difference on any seed"
 
 
 def test_compare_refuses_bad_input_in_one_line(tmp_path):
     for args, msg in ((["--variants", "grpo"], "two different variants"),
                       (["--variants", "grpo,nope"], "unknown variant"),
-                      (["--variants", "grpo,dr_grpo", "--seeds", "0"], "seed")):
+                      (["--variants", "grpo,dr_grpo", "--seeds", "0"], "seed"),
+                      (["--variants", "grpo,dr_grpo", "--metrics", "gain_last2,nope"], "unknown --metrics ['nope']")):
         r = subprocess.run([sys.executable, "-m", "grpo_lessons.training.cli", "compare", *args, "--out",
                             str(tmp_path / "x")], capture_output=True, text=True, cwd=ROOT)
         assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]

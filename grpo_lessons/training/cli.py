@@ -177,6 +177,12 @@ def _seed_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"seeds must be integers, got {text!r}") from None
 
 
+#: What ``compare`` analyses besides the gain: accuracy on the last two evaluations, what was sampled and how much of
+#: it was informative, and the length, entropy and clipping the variants are designed to change.
+COMPARE_METRICS = ("gain_last2", "completions_sampled_total", "frac_zero_std_mean", "completion_len_last5",
+                   "entropy_last5", "clip_frac_mean")
+
+
 def _compare_parser(sub) -> None:
     c = sub.add_parser(
         "compare", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -222,6 +228,9 @@ curves.png, gains.png and RESULT.md.  Resumable: rerun the same command to finis
     c.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     c.add_argument("--out", required=True, help="the study folder")
     c.add_argument("--analyse-only", action="store_true", help="only redo the analysis of the runs in --out")
+    c.add_argument("--metrics", type=_csv_list, default=list(COMPARE_METRICS), metavar="M1,M2,...",
+                   help="summary.csv columns analysed like the gain, each with its paired interval and Holm "
+                        f"verdicts (default: {','.join(COMPARE_METRICS)})")
     _plugin_flag(c)
 
 
@@ -239,6 +248,11 @@ def _compare(args) -> int:
         raise ValueError(f"a comparison needs at least two different variants, got {args.variants}")
     for v in variants:
         get_variant(v)  # a clear error naming the known variants
+    from .stats import SUMMARY_COLUMNS
+
+    unknown = [m for m in args.metrics if m not in SUMMARY_COLUMNS]
+    if unknown:
+        raise ValueError(f"unknown --metrics {unknown}: choose from the summary columns {list(SUMMARY_COLUMNS)}")
     base = {"task": args.task, "model": args.model, "device": args.device, "steps": args.steps,
             "prompts_per_step": args.prompts_per_step, "group_size": args.group_size, "lr": args.lr, "mu": args.mu,
             "eval_size": args.eval_size, "eval_every": args.eval_every, "precision": args.precision,
@@ -262,7 +276,7 @@ def _compare(args) -> int:
                         else v))
     study = Study(name="compare", title=f"{' vs '.join(variants)} on {args.task}, {args.model}",
                   question=f"Does each variant change held-out accuracy against {variants[0]}, seed by seed?",
-                  arms=arms, seeds=list(args.seeds), base=base, min_seeds=2,
+                  arms=arms, seeds=list(args.seeds), base=base, min_seeds=2, extra_metrics=tuple(args.metrics),
                   budget=f"{args.steps} steps of {args.prompts_per_step} prompts x G = {args.group_size} per run"
                   + (f", at most {args.max_completions} sampled completions" if args.max_completions else ""))
     if args.analyse_only:
