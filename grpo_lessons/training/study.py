@@ -949,10 +949,11 @@ def main_for(build: Callable[[Any], Study], parser: argparse.ArgumentParser, arg
     study = build(args)
     out = Path(args.out) if args.out else (quick_out(study.name) if args.quick else default_out)
     if args.analyse_only:
-        study = _recorded_arms_only(study, out, args.arms)
         recorded = _read_json(out / STUDY_JSON).get("seeds") if (out / STUDY_JSON).is_file() else None
         if recorded and not seeds_given:  # a study extended to more seeds is re-analysed on all of them
-            study = dataclasses.replace(study, seeds=[int(x) for x in recorded])
+            args.seeds = [int(x) for x in recorded]
+            study = build(args)  # what the script derives from the seeds (its planned budget) follows them
+        study = _recorded_arms_only(study, out, args.arms)
         analyse_study(study, out)
     else:
         run_study(study, out, arms=args.arms)
