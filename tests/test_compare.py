@@ -157,3 +157,26 @@ print(json.dumps({"differ": differ, "ds": dict(ds.train_defaults), "grpo": dict(
     assert out["ds"] == {**out["grpo"], "dynamic_sampling": True}
     study = json.loads((root / "benchmarks" / "results" / "dynamic_sampling" / "study.json").read_text())
     assert [a["name"] for a in study["arms"]] == ["grpo", "grpo_dynamic_sampling"] and len(study["seeds"]) >= 5
+
+
+def test_the_committed_equal_sample_study_held_every_run_to_its_budget():
+    """The committed dynamic-sampling study at equal samples: no run sampled more than its budget, GRPO exactly it,
+    and the arm with dynamic sampling took fewer steps to spend it (its refill rounds count against the budget)."""
+    import csv as _csv
+
+    from grpo_lessons.training.records import load_history
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "dynamic_sampling_equal_completions"
+    study = json.loads((root / "study.json").read_text())
+    budget = study["base"]["max_completions"]
+    batch = study["base"]["prompts_per_step"] * study["base"]["group_size"]
+    assert budget == 256 and len(study["seeds"]) >= 5
+    for row in _csv.DictReader(open(root / "summary.csv")):
+        hist = [r for r in load_history(root / "runs" / row["arm"] / f"seed{row['seed']}" / "metrics.csv")
+                if r["step"] >= 1]
+        sampled = sum(r["completions_sampled"] for r in hist)
+        assert sampled == int(row["completions_sampled_total"]) and budget - batch < sampled <= budget
+        if row["arm"] == "grpo":
+            assert (sampled, len(hist)) == (budget, budget // batch)
+        else:
+            assert len(hist) < budget // batch and all(r["frac_zero_std_groups"] is not None for r in hist)

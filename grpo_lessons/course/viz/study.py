@@ -221,7 +221,8 @@ def format_table(table: list[dict], baseline: str = "grpo") -> str:
     Holm-corrected p over the table's comparisons and its verdict: ``higher`` / ``lower`` only where that p is below
     0.05, ``covers 0`` where the interval does, ``not after Holm`` where the interval alone excludes 0, ``same on
     every seed`` where the differences have no spread to test."""
-    head = (f"{'variant':<15} {'seeds':>5}  {'gain, points [95% CI]':<24} {f'minus {baseline}, same seed':<24} "
+    w = max([15] + [len(str(r["variant"])) for r in table])  # the longest arm name sets the first column
+    head = (f"{'variant':<{w}} {'seeds':>5}  {'gain, points [95% CI]':<24} {f'minus {baseline}, same seed':<24} "
             f"{'Holm p':>6} {'verdict':<14} {'length':>6} {'entropy':>7} {'clip':>6} {'min':>5}")
     lines = [head, "-" * len(head)]
     for r in table:
@@ -237,7 +238,7 @@ def format_table(table: list[dict], baseline: str = "grpo") -> str:
             ver = "higher" if p.mean > 0 else "lower"
         else:
             ver = "covers 0" if not p.excludes_zero() else "not after Holm"
-        lines.append(f"{r['variant']:<15} {r['n']:>5}  {_iv(r['gain']):<24} {_iv(p):<24} {_num(q, '6.3f')} {ver:<14} "
+        lines.append(f"{r['variant']:<{w}} {r['n']:>5}  {_iv(r['gain']):<24} {_iv(p):<24} {_num(q, '6.3f')} {ver:<14} "
                      f"{_num(r['final_length'], '6.1f')} {_num(r['entropy'], '7.3f')} {_num(r['clip_frac'], '6.3f')} "
                      f"{_num(r['minutes'], '5.1f')}")
     return "\n".join(lines)
