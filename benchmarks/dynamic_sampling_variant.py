@@ -17,6 +17,8 @@ dynamic sampling refills within that budget and takes fewer steps):
         --variants grpo,grpo_dynamic_sampling --seeds 0,1,2,3,4 --task arithmetic --model smollm2 \\
         --steps 16 --prompts-per-step 8 --max-completions 256 --precision fp32 --threads 2 \\
         --out benchmarks/results/dynamic_sampling_equal_completions
+
+(The committed RESULT.md files also pass ``--title`` and ``--question``, which change only their first lines.)
 """
 
 from __future__ import annotations

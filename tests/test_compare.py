@@ -63,7 +63,8 @@ def test_compare_at_equal_samples_stops_each_arm_at_the_same_completion_budget(t
     out = tmp_path / "eq"
     cmd = [sys.executable, "-m", "grpo_lessons.training.cli", "compare", "--variants", "grpo,dapo", "--model",
            "tiny-qwen2", "--steps", "6", "--max-completions", "16", "--seeds", "0,1", "--eval-size", "4",
-           "--eval-every", "0", "--prompts-per-step", "2", "--group-size", "4", "--threads", "1", "--out", str(out)]
+           "--eval-every", "0", "--prompts-per-step", "2", "--group-size", "4", "--threads", "1", "--out", str(out),
+           "--title", "Equal samples", "--question", "Does DAPO spend the same 16 completions in fewer steps?"]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin"})
     assert r.returncode == 0, r.stderr[-2000:]
     rows = {(x["arm"], int(x["seed"])): x for x in csv.DictReader(open(out / "summary.csv"))}
@@ -73,6 +74,7 @@ def test_compare_at_equal_samples_stops_each_arm_at_the_same_completion_budget(t
         assert (int(d["steps"]), int(d["completions_sampled_total"])) == (1, 16)
         assert g["accuracy_after"] != "" and d["accuracy_after"] != ""  # each evaluated where its budget ended it
     result = (out / "RESULT.md").read_text()
+    assert result.startswith("# Equal samples\n\nDoes DAPO spend the same 16 completions in fewer steps?")
     assert "at most 16 sampled completions" in result and "### completions_sampled_total" in result
     an = json.loads((out / "analysis.json").read_text())
     paired = an["arms"]["dapo"]["completions_sampled_total"]["paired_vs_baseline"]

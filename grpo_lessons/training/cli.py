@@ -228,6 +228,10 @@ curves.png, gains.png and RESULT.md.  Resumable: rerun the same command to finis
     c.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     c.add_argument("--out", required=True, help="the study folder")
     c.add_argument("--analyse-only", action="store_true", help="only redo the analysis of the runs in --out")
+    c.add_argument("--title", default=None, help="RESULT.md's title (default: the variants, task and model)")
+    c.add_argument("--question", default=None,
+                   help="the question the study asks, written at the top of RESULT.md (default: whether each "
+                        "variant changes held-out accuracy against the first)")
     c.add_argument("--metrics", type=_csv_list, default=list(COMPARE_METRICS), metavar="M1,M2,...",
                    help="summary.csv columns analysed like the gain, each with its paired interval and Holm "
                         f"verdicts (default: {','.join(COMPARE_METRICS)})")
@@ -274,8 +278,9 @@ def _compare(args) -> int:
         arms.append(Arm(v.replace("/", "_"), cfg, label=get_variant(v).title,
                         sampling="shared" if fixed is None and not get_variant(v).train_defaults.get("dynamic_sampling")
                         else v))
-    study = Study(name="compare", title=f"{' vs '.join(variants)} on {args.task}, {args.model}",
-                  question=f"Does each variant change held-out accuracy against {variants[0]}, seed by seed?",
+    study = Study(name="compare", title=args.title or f"{' vs '.join(variants)} on {args.task}, {args.model}",
+                  question=args.question
+                  or f"Does each variant change held-out accuracy against {variants[0]}, seed by seed?",
                   arms=arms, seeds=list(args.seeds), base=base, min_seeds=2, extra_metrics=tuple(args.metrics),
                   budget=f"{args.steps} steps of {args.prompts_per_step} prompts x G = {args.group_size} per run"
                   + (f", at most {args.max_completions} sampled completions" if args.max_completions else ""))
