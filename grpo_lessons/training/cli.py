@@ -195,6 +195,10 @@ same first batch wherever the variant does not change sampling (the runs' batch_
 
 Single change: every arm gets the same --beta (default 0, whatever the variants' paper defaults are), so a difference
 comes from the variants' pieces, not from a KL term only one arm has.  Pass --beta -1 to keep each variant's own.
+Every arm trains --steps steps; with --max-completions N every arm samples at most N completions instead (an arm
+that samples more per step, as dynamic sampling does, then takes fewer steps).  Besides the gain, each --metrics
+column (the mechanism a variant is for: samples, zero-std share, length, entropy, clip fraction, ...) gets the same
+paired analysis.
 
 Writes <out>/runs/<variant>/seed<k>/metrics.csv (the trainer's log), run.json, summary.csv, analysis.json,
 curves.png, gains.png and RESULT.md.  Resumable: rerun the same command to finish an interrupted study;
