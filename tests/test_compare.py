@@ -164,8 +164,6 @@ print(json.dumps({"differ": differ, "ds": dict(ds.train_defaults), "grpo": dict(
 def test_the_committed_equal_sample_study_held_every_run_to_its_budget():
     """The committed dynamic-sampling study at equal samples: no run sampled more than its budget, GRPO exactly it,
     and the arm with dynamic sampling took fewer steps to spend it (its refill rounds count against the budget)."""
-    import csv as _csv
-
     from grpo_lessons.training.records import load_history
 
     root = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "dynamic_sampling_equal_completions"
@@ -173,7 +171,7 @@ def test_the_committed_equal_sample_study_held_every_run_to_its_budget():
     budget = study["base"]["max_completions"]
     batch = study["base"]["prompts_per_step"] * study["base"]["group_size"]
     assert budget == 256 and len(study["seeds"]) >= 5
-    for row in _csv.DictReader(open(root / "summary.csv")):
+    for row in csv.DictReader(open(root / "summary.csv")):
         hist = [r for r in load_history(root / "runs" / row["arm"] / f"seed{row['seed']}" / "metrics.csv")
                 if r["step"] >= 1]
         sampled = sum(r["completions_sampled"] for r in hist)

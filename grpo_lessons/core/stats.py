@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["t_cdf", "t_quantile", "Interval", "mean_interval", "paired_differences", "paired_interval", "verdict",
-           "seed_band", "t_test_p", "holm", "claim_verdict", "seeds_for_power"]
+           "no_spread_verdict", "seed_band", "t_test_p", "holm", "claim_verdict", "seeds_for_power"]
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -145,6 +145,11 @@ def paired_interval(arm: Mapping[int, float], baseline: Mapping[int, float], lev
     return mean_interval(list(paired_differences(arm, baseline).values()), level)
 
 
+def no_spread_verdict(mean: float) -> str:
+    """The verdict of differences that are all the same number ``mean`` (sd 0): no interval can be called on them."""
+    return "the same difference on every seed: no spread to test" if mean != 0.0 else "no difference on any seed"
+
+
 def verdict(iv: Interval, higher: str = "higher", lower: str = "lower") -> str:
     """``higher``/``lower`` when the interval excludes 0 on that side, else that no difference is shown.  Numbers
     that are all the same (an accuracy that moved by the same whole points on every seed) have no spread: their
@@ -152,8 +157,7 @@ def verdict(iv: Interval, higher: str = "higher", lower: str = "lower") -> str:
     if iv.low is None:
         return f"one seed (n = {iv.n}): no interval"
     if iv.sd == 0.0:
-        return ("the same difference on every seed: no spread to test" if iv.mean != 0.0
-                else "no difference on any seed")
+        return no_spread_verdict(iv.mean)
     if iv.low > 0.0:
         return higher
     if iv.high < 0.0:

@@ -97,7 +97,8 @@ BASE_COLUMNS = [
     "loss", "policy_loss", "kl", "kl_start", "clip_frac", "clip_frac_low", "clip_frac_high", "ratio_mean", "grad_norm",
     "adv_rms", "completion_len",
     # lengths of the sampled completions the task's accuracy function judges right / wrong, and the right share
-    "completion_len_right", "completion_len_wrong", "train_accuracy", "truncated_frac", "empty_frac", "overlong_penalty", "frac_zero_std_groups",
+    "completion_len_right", "completion_len_wrong", "train_accuracy",
+    "truncated_frac", "empty_frac", "overlong_penalty", "frac_zero_std_groups",
     "resample_rounds", "groups_trained", "update_skipped", "completions_sampled",
     # a fingerprint of the trained batch's completion token ids: equal across runs that sampled the same batch
     "batch_hash",

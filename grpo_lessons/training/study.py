@@ -56,6 +56,7 @@ from typing import Any
 
 import torch
 
+from ..core.stats import no_spread_verdict
 from . import stats as st
 from .machine import machine
 from .records import METRICS_NAME, load_history
@@ -552,8 +553,7 @@ def holm_verdicts(entries: list[dict], level: float = 0.05) -> None:
         if e.get("sd") is None:
             e["verdict"] = "one seed: no interval"
         elif e["sd"] == 0.0:
-            e["verdict"] = ("the same difference on every seed: no spread to test" if e["mean"] != 0.0
-                            else "no difference on any seed")
+            e["verdict"] = no_spread_verdict(e["mean"])
         elif q is not None and q < level:
             e["verdict"] = ("higher" if e["mean"] > 0 else "lower") + f" (Holm p = {q:.2g} over {len(entries)})"
         else:

@@ -262,12 +262,14 @@ class Trainer(records.RunRecords):
         cfg, G = self.cfg, self.cfg.group_size
         kept_rows, kept_ro, kept_r, kept_R, seen, correct = [], [], [], [], [], []
         rounds, zero_std, groups_seen = 0, 0, 0
-        left = self.completions_left()  # max_completions: a refill round draws only what the budget has left
+        room = self.completions_left()  # max_completions: what this step may still sample (None: no budget)
         while True:
             need = cfg.prompts_per_step - sum(len(r) for r in kept_rows)
-            if rounds and left is not None:  # a refill round draws only what the sample budget has left
-                need = min(need, (left - sum(len(s[1]) for s in seen)) // G)
+            if rounds and room is not None:  # a refill round draws only what the sample budget has left
+                need = min(need, room // G)
             rows, ro, r, parts, pen, R, right = self.sample_round(need)
+            if room is not None:
+                room -= len(r)
             # (need,) bool; GDPO normalises each reward function apart: a group is informative if any column varies
             informative = informative_groups(R if self.variant.scale_piece.per_reward else r, G)
             zero_std += int((~informative).sum())
@@ -283,7 +285,7 @@ class Trainer(records.RunRecords):
             full = sum(len(x) for x in kept_rows) == cfg.prompts_per_step
             if full or not cfg.dynamic_sampling or rounds >= cfg.max_resample_rounds:
                 break
-            if left is not None and (left - sum(len(s[1]) for s in seen)) // G < 1:
+            if room is not None and room // G < 1:
                 break  # the sample budget is spent: train on the informative groups found so far
             rounds += 1  # DAPO: drop the all-equal groups and refill from the next prompts
         stats = sampling_stats(seen, zero_std, groups_seen, rounds, correct)
